@@ -1,0 +1,179 @@
+"""The native ``Agent``: a small async tool-calling loop.
+
+Each step streams one model reply; if it asks for tools they run and their results go back to
+the model, otherwise the reply is the final answer. Every ``await`` is a cancellation point, so a
+Stop lands mid-stream or mid-tool. Tool failures (unknown tool, bad JSON, a tool that raises or
+times out) become observations the model sees, and the run goes on. Memory stays on the agent
+and is left consistent after an interrupt, so ``start(agent, task, reset=False)`` continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable
+from contextlib import aclosing
+from typing import Any
+
+from .context import RunContext
+from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
+from .models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
+from .tools import Tool, ToolAbandoned, tool
+
+INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
+
+
+def _observation(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class Agent:
+    """A tool-calling agent over any ``nbagent.models.Model``.
+
+    Args:
+        model: the language model.
+        tools: ``Tool`` objects or plain typed functions (wrapped with ``@tool``).
+        instructions: the system prompt.
+        max_steps: how many model turns a run may take before it ends ``"max_steps"``.
+        name: shown in the live view and the frames; defaults to ``"Agent"``.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        instructions: str | None = None,
+        max_steps: int = 10,
+        name: str | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.model = model
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            t = t if isinstance(t, Tool) else tool(t)
+            self.tools[t.name] = t
+        self.instructions = instructions
+        self.max_steps = max_steps
+        self.name = name or "Agent"
+        self.memory: list[Message] = []
+
+    @property
+    def model_name(self) -> str:
+        return getattr(self.model, "name", type(self.model).__name__)
+
+    def reset(self) -> None:
+        """Forget past runs."""
+        self.memory = [{"role": "system", "content": self.instructions}] if self.instructions else []
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
+
+    async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any:
+        """Run ``task`` to its end, reporting through ``ctx``. Returns the final answer."""
+        if reset or not self.memory:
+            self.reset()
+        self.memory.append({"role": "user", "content": task})
+        for _ in range(self.max_steps):
+            if ctx.scope.stop_after_step:
+                raise AgentInterrupted("stopped after the step")
+            ctx.start_step("action")
+            text, calls = await self._model_turn(ctx)
+            if not calls:
+                ctx.finish_step(model_output=text, kind="final")
+                return text
+            await self._run_tools(ctx, calls)
+            ctx.finish_step(model_output=text)
+        raise MaxStepsReached(f"no final answer after {self.max_steps} steps")
+
+    async def _model_turn(self, ctx: RunContext) -> tuple[str, list[ToolCall]]:
+        pieces: list[str] = []
+        calls: list[ToolCall] = []
+        specs = [t.spec for t in self.tools.values()]
+        try:
+            async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
+                async for part in parts:
+                    if isinstance(part, ModelText):
+                        pieces.append(part.text)
+                        ctx.text(part.text)
+                    elif isinstance(part, ToolCall):
+                        calls.append(part)
+                    elif isinstance(part, ModelUsage):
+                        ctx.usage(part.input_tokens, part.output_tokens, part.source)
+                    elif isinstance(part, ModelRetry):
+                        ctx.retrying(part.attempt, part.delay_s, part.reason)
+        except BaseException as exc:
+            if pieces:  # keep what the model said, so a continued run knows
+                self.memory.append({"role": "assistant", "content": "".join(pieces) + " [interrupted]"})
+            if isinstance(exc, (asyncio.CancelledError, AgentError)) or not isinstance(exc, Exception):
+                raise
+            raise ModelError(f"{self.model_name}: {describe(exc)}") from exc
+        text = "".join(pieces)
+        message: Message = {"role": "assistant", "content": text}
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+                    },
+                }
+                for c in calls
+            ]
+        self.memory.append(message)
+        return text, calls
+
+    async def _run_tools(self, ctx: RunContext, calls: list[ToolCall]) -> None:
+        answered: set[str] = set()
+        try:
+            for call in calls:
+                result = await self._run_tool(ctx, call)
+                self.memory.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                answered.add(call.id)
+        finally:
+            # Every tool call the model made needs an answer, or the next request is invalid.
+            for call in calls:
+                if call.id not in answered:
+                    self.memory.append(
+                        {"role": "tool", "tool_call_id": call.id, "content": INTERRUPTED_TOOL_RESULT}
+                    )
+
+    async def _run_tool(self, ctx: RunContext, call: ToolCall) -> str:
+        """Run one tool call; return the observation the model will see."""
+        arguments: Any = call.arguments
+        ctx.tool_started(call.id, call.name, arguments)
+        try:
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments) if arguments.strip() else {}
+                except json.JSONDecodeError as exc:
+                    raise ValueError(
+                        f"the arguments are not valid JSON ({exc.msg}): {call.arguments!r}"
+                    ) from None
+                if not isinstance(arguments, dict):
+                    raise ValueError(f"the arguments must be a JSON object, not {type(arguments).__name__}")
+            found = self.tools.get(call.name)
+            if found is None:
+                raise LookupError(
+                    f"unknown tool {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
+                )
+            result = await found.acall(arguments)
+        except ToolAbandoned:
+            ctx.tool_finished(call.id, "abandoned", error="did not stop when interrupted; abandoned")
+            raise asyncio.CancelledError() from None
+        except (asyncio.CancelledError, AgentInterrupted):
+            ctx.tool_finished(call.id, "cancelled", error="interrupted")
+            raise asyncio.CancelledError() from None
+        except Exception as exc:
+            error = describe(exc)
+            ctx.tool_finished(call.id, "error", error=error)
+            return f"Error calling {call.name}: {error}"
+        ctx.tool_finished(call.id, "ok", result=result)
+        return _observation(result)

@@ -1,0 +1,118 @@
+"""The cancel scope: one per run, the only way a run is stopped.
+
+Design. A run is one asyncio task on the runner's private loop. ``interrupt("now")`` cancels that
+task with ``loop.call_soon_threadsafe(task.cancel)``, so every ``await`` in the agent (a streaming
+model call, an async tool, the wait on a sync tool's thread) is a cancellation point and the run
+stops within one loop iteration, not at the end of the in-flight call. ``interrupt("after_step")``
+only raises a flag that sources check between steps.
+
+Who wins a race. The runner calls ``close()`` when the source has finished. ``interrupt`` and
+``close`` take the same lock: an interrupt accepted before ``close`` (it returned True) always ends
+the run ``"interrupted"``, even if the source finished its last step in the meantime; an
+interrupt after ``close`` is a no-op that returns False. So ``interrupt("now") is True`` means
+exactly "this run ends interrupted".
+
+Every public method is thread-safe and idempotent; a click handler on any thread may call them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from typing import Literal
+
+from .errors import AgentInterrupted
+
+InterruptMode = Literal["now", "after_step"]
+
+
+class CancelScope:
+    """Thread-safe, idempotent cancellation for one run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._now = threading.Event()
+        self._after_step = threading.Event()
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[object] | None = None
+        self.requested_at: float | None = None
+        """``time.perf_counter()`` when the first accepted interrupt arrived."""
+
+    def bind(self, task: asyncio.Task[object]) -> None:
+        """Attach the run's task. Called once, on the loop thread, as the task starts."""
+        with self._lock:
+            self._loop = task.get_loop()
+            self._task = task
+            if self._now.is_set():
+                task.cancel()
+
+    def interrupt(self, mode: InterruptMode = "now") -> bool:
+        """Ask the run to stop; True if the run was still live. Idempotent; any thread."""
+        if mode not in ("now", "after_step"):
+            raise ValueError(f"mode must be 'now' or 'after_step', not {mode!r}")
+        with self._lock:
+            if self._closed:
+                return False
+            if self.requested_at is None:
+                self.requested_at = time.perf_counter()
+            if mode == "after_step":
+                self._after_step.set()
+                return True
+            if self._now.is_set():
+                return True
+            self._now.set()
+            loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop is closing: the run is ending anyway
+                pass
+        return True
+
+    def close(self) -> bool:
+        """Seal the scope as the run ends; True if an interrupt("now") came first. Runner only."""
+        with self._lock:
+            self._closed = True
+            return self._now.is_set()
+
+    @property
+    def interrupted(self) -> bool:
+        """True once an interrupt("now") was accepted."""
+        return self._now.is_set()
+
+    @property
+    def stop_after_step(self) -> bool:
+        """True when the run should stop at the next step boundary (either mode)."""
+        return self._now.is_set() or self._after_step.is_set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until an interrupt("now") arrives (for sync tools on their own thread)."""
+        return self._now.wait(timeout)
+
+    def check(self) -> None:
+        """Raise ``AgentInterrupted`` if the run was interrupted: for long sync tools to call."""
+        if self._now.is_set():
+            raise AgentInterrupted("the run was interrupted")
+
+
+current_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar(
+    "nbagent_cancel_scope", default=None
+)
+
+
+def check_interrupt() -> None:
+    """Inside a tool: raise ``AgentInterrupted`` if the current run was stopped.
+
+    A long synchronous tool that calls this now and then stops at once instead of being abandoned.
+    Outside a run it does nothing.
+    """
+    scope = current_scope.get()
+    if scope is not None:
+        scope.check()

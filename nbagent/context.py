@@ -1,0 +1,78 @@
+"""``RunContext``: what a source (the native agent, the smolagents adapter) gets to report a run.
+
+It numbers steps, stamps every event with the run id and a ``perf_counter`` time, and hands it to
+the runner's fan-out. ``emit`` must be called on the runner's loop thread; a source that works on
+another thread uses ``emit_threadsafe``, which keeps the order of its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import events as ev
+from .cancel import CancelScope
+
+
+class RunContext:
+    def __init__(
+        self,
+        run_id: str,
+        scope: CancelScope,
+        emit: Callable[[ev.RunEvent], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.run_id = run_id
+        self.scope = scope
+        self.emit = emit
+        self.loop = loop
+        self.step = 0
+
+    def emit_threadsafe(self, event: ev.RunEvent) -> None:
+        """Emit from a worker thread; events keep their order."""
+        self.loop.call_soon_threadsafe(self.emit, event)
+
+    def start_step(self, kind: ev.StepKind) -> int:
+        self.step += 1
+        self.emit(ev.StepStarted(self.run_id, self.step, time.perf_counter(), kind))
+        return self.step
+
+    def text(self, text: str) -> None:
+        self.emit(ev.TextDelta(self.run_id, self.step, time.perf_counter(), text))
+
+    def usage(self, input_tokens: int | None, output_tokens: int | None, source: ev.UsageSource) -> None:
+        self.emit(ev.Usage(self.run_id, self.step, time.perf_counter(), input_tokens, output_tokens, source))
+
+    def retrying(self, attempt: int, delay_s: float, reason: str) -> None:
+        self.emit(ev.Retrying(self.run_id, self.step, time.perf_counter(), attempt, delay_s, reason))
+
+    def tool_started(self, call_id: str, tool: str, arguments: Any) -> None:
+        self.emit(ev.ToolCallStarted(self.run_id, self.step, time.perf_counter(), call_id, tool, arguments))
+
+    def tool_finished(
+        self, call_id: str, status: ev.ToolCallStatus, result: Any = None, error: str | None = None
+    ) -> None:
+        self.emit(
+            ev.ToolCallFinished(self.run_id, self.step, time.perf_counter(), call_id, status, result, error)
+        )
+
+    def finish_step(
+        self,
+        model_output: str | None = None,
+        error: str | None = None,
+        interrupted: bool = False,
+        kind: ev.StepKind | None = None,
+    ) -> None:
+        self.emit(
+            ev.StepFinished(
+                self.run_id,
+                self.step,
+                time.perf_counter(),
+                model_output=model_output,
+                kind=kind,
+                error=error,
+                interrupted=interrupted,
+            )
+        )

@@ -1,0 +1,174 @@
+"""The embedded default: an offline demo agent with real tools and a rule-based scripted model.
+
+``demo_agent()`` needs no network and no API key. Its model reads the task, calls the calculator
+for arithmetic, checks primality of what it computed, looks up facts from a small bundled table,
+and then answers, streaming every reply at a human pace (steps take about a second) so the live
+view and the Stop button can be tried by hand.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import math
+import operator
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from .agent import Agent
+from .models.base import Message, ToolCall
+from .models.scripted import Reply, ScriptedModel
+from .tools import tool
+
+_OPERATORS: dict[type, Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 100:
+            raise ValueError("exponent too large")
+        return _OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.operand))
+    raise ValueError(f"unsupported expression: {ast.dump(node)[:60]}")
+
+
+@tool
+def calculator(expression: str) -> float | int:
+    """Evaluate an arithmetic expression.
+
+    Args:
+        expression: numbers with + - * / // % ** and parentheses, e.g. "17 * 23".
+    """
+    return _evaluate(ast.parse(expression, mode="eval"))
+
+
+@tool
+def is_prime(n: int) -> bool:
+    """Tell whether an integer is prime.
+
+    Args:
+        n: the integer to test.
+    """
+    if n < 2:
+        return False
+    return all(n % d for d in range(2, math.isqrt(n) + 1))
+
+
+@cache
+def _facts() -> dict[str, str]:
+    return json.loads(resources.files("nbagent").joinpath("data/facts.json").read_text("utf-8"))
+
+
+@tool
+async def lookup_fact(topic: str) -> str:
+    """Look a topic up in a small offline encyclopedia (stands in for a web search).
+
+    Args:
+        topic: what to look up, e.g. "speed of light".
+    """
+    await asyncio.sleep(0.8)  # the latency of a real search, so Stop can land mid-tool
+    key = topic.strip().lower()
+    for name, fact in _facts().items():
+        if name in key or key in name:
+            return fact
+    return f"No entry for {topic!r}. Known topics: {', '.join(sorted(_facts()))}."
+
+
+_EXPRESSION = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s*(?:\*\*|//|[-+*/%x×])\s*)+\d+(?:\.\d+)?")
+
+
+def _last_results(messages: list[Message]) -> dict[str, str]:
+    """The latest result of each tool in the conversation since the last user turn."""
+    names: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for message in messages:
+        if message["role"] == "user":
+            names, results = {}, {}
+        for call in message.get("tool_calls") or ():
+            names[call["id"]] = call["function"]["name"]
+        if message["role"] == "tool":
+            results[names.get(message["tool_call_id"], "?")] = str(message["content"])
+    return results
+
+
+def demo_policy(messages: list[Message]) -> Reply:
+    """Decide the next reply from the conversation so far (the demo model's whole "mind")."""
+    task = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    done = _last_results(messages)
+    expression = _EXPRESSION.search(task)
+    wants_prime = "prime" in task.lower()
+    topics = [name for name in _facts() if name in task.lower() and name != "prime"]
+    if expression and "calculator" not in done:
+        expr = expression.group(0).replace("x", "*").replace("×", "*")
+        return Reply(
+            f"I'll work this out step by step. First, the arithmetic: {expr}.",
+            [ToolCall("calculator", {"expression": expr})],
+        )
+    value = done.get("calculator")
+    if wants_prime and value is not None and "is_prime" not in done:
+        try:
+            n = int(float(value))
+        except ValueError:
+            n = 0
+        return Reply(
+            f"The calculator says {value}. Now I check whether {n} is prime.",
+            [ToolCall("is_prime", {"n": n})],
+        )
+    if topics and "lookup_fact" not in done:
+        return Reply(
+            f"Let me look up {topics[0]!r} in the encyclopedia.",
+            [ToolCall("lookup_fact", {"topic": topics[0]})],
+        )
+    parts = []
+    if value is not None:
+        parts.append(f"{expression.group(0) if expression else 'The expression'} = {value}.")
+    if "is_prime" in done:
+        parts.append(f"It is {'a prime' if done['is_prime'] == 'true' else 'not a prime'} number.")
+    if "lookup_fact" in done:
+        parts.append(done["lookup_fact"])
+    if not parts:
+        parts.append(
+            "I am the offline demo model: I can do arithmetic, test primes and look up a few facts "
+            f"({', '.join(sorted(_facts()))}). Try: 'What is 17 * 23, and is the result prime?'"
+        )
+    return Reply("Final answer: " + " ".join(parts))
+
+
+DEMO_TASK = "What is 17 * 23, and is the result prime? Also, what is the speed of light?"
+
+
+def demo_agent(tokens_per_s: float = 25.0, first_token_s: float = 0.35, max_steps: int = 8) -> Agent:
+    """An offline agent (no network, no API key) whose steps take about a second each."""
+    model = ScriptedModel(
+        demo_policy, tokens_per_s=tokens_per_s, first_token_s=first_token_s, name="demo-scripted"
+    )
+    return Agent(
+        model,
+        tools=[calculator, is_prime, lookup_fact],
+        instructions="You are a careful assistant. Use the tools for arithmetic and facts.",
+        max_steps=max_steps,
+        name="demo",
+    )

@@ -1,0 +1,102 @@
+"""The run event stream: what happened during a run, and nothing else.
+
+Sources (the native ``Agent``, the smolagents adapter) emit these; the runner fans them out, in
+order, to the recorder and to sinks (live view, text view, store). Every event is a frozen,
+slotted dataclass carrying the run id, the step number (0 before the first step) and ``t``, a
+``time.perf_counter()`` reading. Wall-clock time appears once, in ``RunStarted.started_at``; the
+recorder derives every other UTC time from it, so clock jumps never reorder a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+StepKind = Literal["planning", "action", "final"]
+RunStatus = Literal["success", "interrupted", "error", "max_steps"]
+UsageSource = Literal["reported", "estimated", "unknown"]
+ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    run_id: str
+    step: int
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(RunEvent):
+    task: str
+    agent: str
+    model: str
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted(RunEvent):
+    kind: StepKind
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(RunEvent):
+    """A piece of model output text, as it streams in."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(RunEvent):
+    call_id: str
+    tool: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished(RunEvent):
+    call_id: str
+    status: ToolCallStatus
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(RunEvent):
+    """Token usage of the step's model call(s); ``None`` means unknown, never zero."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    source: UsageSource
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying(RunEvent):
+    """The model call failed in a way worth retrying; the next attempt starts in ``delay_s``."""
+
+    attempt: int
+    delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished(RunEvent):
+    """The step ended; ``model_output`` is the step's whole model text when the source knows it.
+
+    ``kind`` corrects the kind given at the start: a native action step whose reply has no tool
+    call turns out to be the ``"final"`` answer.
+    """
+
+    model_output: str | None = None
+    kind: StepKind | None = None
+    error: str | None = None
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished(RunEvent):
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)

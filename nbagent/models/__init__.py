@@ -1,0 +1,34 @@
+"""Models for the native ``Agent``: the interface, an offline scripted model, and HTTP clients."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import Message, Model, ModelPart, ModelRetry, ModelText, ModelUsage, ToolCall, ToolSpec
+from .scripted import Reply, ScriptedModel
+
+if TYPE_CHECKING:
+    from .openai import OpenAIChatModel
+
+__all__ = [
+    "Message",
+    "Model",
+    "ModelPart",
+    "ModelRetry",
+    "ModelText",
+    "ModelUsage",
+    "OpenAIChatModel",
+    "Reply",
+    "ScriptedModel",
+    "ToolCall",
+    "ToolSpec",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The openai client is an optional extra: import it only when asked for.
+    if name == "OpenAIChatModel":
+        from .openai import OpenAIChatModel
+
+        return OpenAIChatModel
+    raise AttributeError(f"module 'nbagent.models' has no attribute {name!r}")

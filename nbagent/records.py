@@ -1,0 +1,293 @@
+"""Run records: the complete account of a run, in every end state, and the recorder that builds it.
+
+The ``Recorder`` folds the event stream into a ``RunRecord``. It is the single place that decides
+what a run looked like, so the live view, the store and the frames all agree. It closes whatever a
+source left open when the run ends: a step cut by an interrupt is kept with ``interrupted=True``
+and unknown usage, a tool call still in flight becomes ``"cancelled"``. Unknown token counts stay
+``None``; totals add the known counts only and ``usage_complete`` says whether that is all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import events as ev
+from .errors import ERROR_TYPES, AgentError
+
+
+@dataclass
+class ToolCallRecord:
+    call_id: str
+    tool: str
+    arguments: Any
+    started_at: datetime
+    start_s: float
+    """Seconds from the start of the run."""
+    status: ev.ToolCallStatus | None = None
+    """``None`` while the call is in flight."""
+    result: Any = None
+    error: str | None = None
+    ended_at: datetime | None = None
+    end_s: float | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.end_s is None else self.end_s - self.start_s
+
+
+@dataclass
+class StepRecord:
+    number: int
+    kind: ev.StepKind
+    started_at: datetime
+    start_s: float
+    """Seconds from the start of the run."""
+    ended_at: datetime | None = None
+    end_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usage_source: ev.UsageSource = "unknown"
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    model_output: str = ""
+    error: str | None = None
+    interrupted: bool = False
+    retries: int = 0
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.end_s is None else self.end_s - self.start_s
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    task: str
+    agent: str
+    model: str
+    started_at: datetime
+    status: ev.RunStatus | str = "running"
+    """``"running"`` until the end; then success / interrupted / error / max_steps
+    (a store may also hold ``"unfinished"``: the process died during the run)."""
+    output: Any = None
+    error: str | None = None
+    error_type: str | None = None
+    ended_at: datetime | None = None
+    duration_s: float | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    cost_usd: float | None = None
+
+    @property
+    def input_tokens(self) -> int | None:
+        """Sum of the known input tokens of all steps (``None`` when none is known)."""
+        return _sum_known([s.input_tokens for s in self.steps])
+
+    @property
+    def output_tokens(self) -> int | None:
+        return _sum_known([s.output_tokens for s in self.steps])
+
+    @property
+    def total_tokens(self) -> int | None:
+        return _sum_known([self.input_tokens, self.output_tokens])
+
+    @property
+    def usage_complete(self) -> bool:
+        """True when every step's usage is known, so the totals are the whole truth."""
+        return all(s.input_tokens is not None and s.output_tokens is not None for s in self.steps)
+
+    @property
+    def done(self) -> bool:
+        return self.status != "running"
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        return [call for step in self.steps for call in step.tool_calls]
+
+    def raise_for_status(self) -> RunRecord:
+        """Return self on success; otherwise raise the typed ``AgentError`` for this end state."""
+        if self.status == "success":
+            return self
+        cls = ERROR_TYPES.get(self.error_type or "", AgentError)
+        if self.status == "interrupted":
+            cls = ERROR_TYPES["AgentInterrupted"]
+        elif self.status == "max_steps":
+            cls = ERROR_TYPES["MaxStepsReached"]
+        raise cls(self.error or f"run {self.run_id} ended with status {self.status!r}", record=self)
+
+    def summary(self) -> str:
+        """One line: status, steps, duration and tokens."""
+        duration = "?" if self.duration_s is None else f"{self.duration_s:.2f}s"
+        tokens = "?" if self.input_tokens is None else f"{self.input_tokens} in / {self.output_tokens} out"
+        if not self.usage_complete and self.input_tokens is not None:
+            tokens += " (partial)"
+        line = f"{self.status}: {len(self.steps)} steps, {duration}, tokens {tokens}"
+        if self.error:
+            line += f"; {self.error}"
+        return line
+
+    def __str__(self) -> str:
+        from .textview import record_text
+
+        return record_text(self)
+
+    def _repr_html_(self) -> str:
+        from .htmlview import record_html
+
+        return record_html(self)
+
+
+class Recorder:
+    """Folds the events of one run into a ``RunRecord``.
+
+    ``apply`` runs on the runner's loop thread; ``snapshot`` may be called from any thread and
+    returns an independent copy, so a caller never sees a half-applied event.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._record: RunRecord | None = None
+        self._t0 = 0.0
+        self._steps: dict[int, StepRecord] = {}
+        self._text: dict[int, list[str]] = {}
+        self._calls: dict[str, ToolCallRecord] = {}
+
+    def _at(self, t: float) -> tuple[datetime, float]:
+        offset = t - self._t0
+        assert self._record is not None
+        return self._record.started_at + timedelta(seconds=offset), offset
+
+    def apply(self, event: ev.RunEvent) -> None:
+        with self._lock:
+            kind = type(event)
+            if kind is ev.TextDelta:
+                self._text.setdefault(event.step, []).append(event.text)  # type: ignore[attr-defined]
+            elif kind is ev.RunStarted:
+                self._start(event)  # type: ignore[arg-type]
+            elif kind is ev.StepStarted:
+                self._step_started(event)  # type: ignore[arg-type]
+            elif kind is ev.ToolCallStarted:
+                self._call_started(event)  # type: ignore[arg-type]
+            elif kind is ev.ToolCallFinished:
+                self._call_finished(event)  # type: ignore[arg-type]
+            elif kind is ev.Usage:
+                self._usage(event)  # type: ignore[arg-type]
+            elif kind is ev.Retrying:
+                step = self._steps.get(event.step)
+                if step is not None:
+                    step.retries += 1
+            elif kind is ev.StepFinished:
+                self._step_finished(event)  # type: ignore[arg-type]
+            elif kind is ev.RunFinished:
+                self._run_finished(event)  # type: ignore[arg-type]
+
+    def _start(self, e: ev.RunStarted) -> None:
+        self._t0 = e.t
+        self._record = RunRecord(
+            run_id=e.run_id, task=e.task, agent=e.agent, model=e.model, started_at=e.started_at
+        )
+
+    def _step_started(self, e: ev.StepStarted) -> None:
+        at, offset = self._at(e.t)
+        step = StepRecord(number=e.step, kind=e.kind, started_at=at, start_s=offset)
+        self._steps[e.step] = step
+        self._text[e.step] = []
+        assert self._record is not None
+        self._record.steps.append(step)
+
+    def _call_started(self, e: ev.ToolCallStarted) -> None:
+        at, offset = self._at(e.t)
+        call = ToolCallRecord(
+            call_id=e.call_id, tool=e.tool, arguments=e.arguments, started_at=at, start_s=offset
+        )
+        self._calls[e.call_id] = call
+        self._steps[e.step].tool_calls.append(call)
+
+    def _call_finished(self, e: ev.ToolCallFinished) -> None:
+        call = self._calls.get(e.call_id)
+        if call is None or call.status is not None:
+            return
+        call.ended_at, call.end_s = self._at(e.t)
+        call.status, call.result, call.error = e.status, e.result, e.error
+
+    def _usage(self, e: ev.Usage) -> None:
+        step = self._steps.get(e.step)
+        if step is None:
+            return
+        # Several model calls in one step (retries, planning + action) add up; unknown stays unknown.
+        if e.input_tokens is not None:
+            step.input_tokens = (step.input_tokens or 0) + e.input_tokens
+        if e.output_tokens is not None:
+            step.output_tokens = (step.output_tokens or 0) + e.output_tokens
+        if e.source == "reported" or step.usage_source == "unknown":
+            step.usage_source = e.source
+
+    def _close_step(self, step: StepRecord, t: float) -> None:
+        step.ended_at, step.end_s = self._at(t)
+        pieces = self._text.get(step.number)
+        if pieces and not step.model_output:
+            step.model_output = "".join(pieces)
+
+    def _step_finished(self, e: ev.StepFinished) -> None:
+        step = self._steps.get(e.step)
+        if step is None or step.end_s is not None:
+            return
+        self._close_step(step, e.t)
+        if e.model_output is not None:
+            step.model_output = e.model_output
+        if e.kind is not None:
+            step.kind = e.kind
+        step.error = e.error
+        step.interrupted = e.interrupted
+
+    def _run_finished(self, e: ev.RunFinished) -> None:
+        record = self._record
+        assert record is not None
+        for call in self._calls.values():
+            if call.status is None:
+                call.ended_at, call.end_s = self._at(e.t)
+                call.status = "cancelled"
+        for step in record.steps:
+            if step.end_s is None:
+                self._close_step(step, e.t)
+                step.interrupted = e.status == "interrupted"
+                if e.status == "error":
+                    step.error = e.error
+        record.ended_at, record.duration_s = self._at(e.t)
+        record.status, record.output, record.error, record.error_type = (
+            e.status,
+            e.output,
+            e.error,
+            e.error_type,
+        )
+
+    def snapshot(self) -> RunRecord | None:
+        """An independent copy of the record as it stands now (``None`` before the run started)."""
+        with self._lock:
+            record = self._record
+            if record is None:
+                return None
+            steps = []
+            for step in record.steps:
+                copy = replace(step, tool_calls=[replace(c) for c in step.tool_calls])
+                if copy.end_s is None:
+                    copy.model_output = "".join(self._text.get(step.number, ()))
+                steps.append(copy)
+            return replace(record, steps=steps)
+
+    def live_text(self, step: int) -> str:
+        """The text streamed so far in ``step``."""
+        with self._lock:
+            return "".join(self._text.get(step, ()))

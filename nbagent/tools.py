@@ -1,0 +1,219 @@
+"""Tools for the native ``Agent``: ``@tool`` turns a typed, documented function into one.
+
+The JSON schema comes from the type hints, the descriptions from the docstring (its first
+paragraph describes the tool, an ``Args:`` section describes the parameters). Async tools run on
+the run's loop and are cancelled like any await. Sync tools run on a daemon thread of their own:
+on a Stop the agent waits a short grace period for the tool to notice (``check_interrupt()``) and
+then abandons it, so a tool that ignores cancellation never holds a run hostage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import re
+import threading
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin, overload
+
+from .errors import ToolError
+
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def json_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON schema of a type hint (the subset tool arguments use)."""
+    if annotation in _SCALARS:
+        return {"type": _SCALARS[annotation]}
+    if annotation in (inspect.Parameter.empty, Any):
+        return {}
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (Union, types.UnionType):
+        options = [json_schema(a) for a in args if a is not type(None)]
+        schema = options[0] if len(options) == 1 else {"anyOf": options}
+        if type(None) in args:
+            schema = {"anyOf": [schema, {"type": "null"}]}
+        return schema
+    if annotation in (list, tuple, set) or origin in (list, tuple, set, frozenset):
+        return {"type": "array", "items": json_schema(args[0]) if args else {}}
+    if annotation is dict or origin is dict:
+        return {"type": "object"}
+    raise TypeError(f"cannot describe the type {annotation!r} as a tool argument")
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s*(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The description and the per-argument descriptions of a Google-style docstring."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    in_args, current = False, None
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            if line and not line.startswith((" ", "\t")) and line.rstrip().endswith(":"):
+                in_args = False  # the next section (Returns:, Raises:) begins
+                continue
+            match = _ARG_LINE.match(line)
+            if match and not line.startswith(("        ", "\t\t")):
+                current = match.group(1)
+                params[current] = match.group(3).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+        elif not any(params) and (line.strip() or description):
+            description.append(line)
+    text = "\n".join(description).split("\n\n")[0].strip()
+    return text, params
+
+
+@dataclass
+class Tool:
+    """A function the agent may call. Build one with ``@tool``."""
+
+    fn: Callable[..., Any]
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    timeout_s: float | None = None
+    grace_s: float = 0.02
+    """How long a cancelled sync tool gets to stop by itself before it is abandoned."""
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The tool in the OpenAI function-calling format."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """Raise ``ToolError`` for missing or unexpected arguments (types are the tool's business)."""
+        props = self.parameters.get("properties", {})
+        missing = [n for n in self.parameters.get("required", []) if n not in arguments]
+        unknown = [n for n in arguments if n not in props]
+        problems = []
+        if missing:
+            problems.append("missing " + ", ".join(missing))
+        if unknown:
+            problems.append("unexpected " + ", ".join(unknown))
+        if problems:
+            raise ToolError(f"bad arguments for {self.name}: {'; '.join(problems)}", tool=self.name)
+
+    async def acall(self, arguments: dict[str, Any]) -> Any:
+        """Run the tool with ``arguments`` on the current loop, honouring its timeout."""
+        self.validate(arguments)
+        call = self.fn(**arguments) if self.is_async else _run_on_thread(self.fn, arguments, self.grace_s)
+        if self.timeout_s is None:
+            return await call
+        try:
+            return await asyncio.wait_for(call, self.timeout_s)
+        except asyncio.TimeoutError:
+            raise ToolError(f"{self.name} timed out after {self.timeout_s:g} s", tool=self.name) from None
+
+
+class ToolAbandoned(Exception):
+    """A cancelled sync tool did not stop within its grace period; its thread was left to finish."""
+
+
+async def _run_on_thread(fn: Callable[..., Any], arguments: dict[str, Any], grace_s: float) -> Any:
+    """Run a sync function on its own daemon thread; a cancel gives it ``grace_s`` to stop, then leaves it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()  # carries the run's cancel scope for check_interrupt()
+
+    def deliver(ok: bool, value: Any) -> None:
+        if future.done():
+            return  # abandoned: the late result is discarded
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+    def work() -> None:
+        try:
+            value, ok = context.run(fn, **arguments), True
+        except BaseException as exc:  # delivered to the awaiting coroutine, not lost on this thread
+            value, ok = exc, False
+        try:
+            loop.call_soon_threadsafe(deliver, ok, value)
+        except RuntimeError:
+            pass  # the loop is gone; nobody waits for this result
+
+    threading.Thread(target=work, name=f"nbagent-tool-{getattr(fn, '__name__', 'tool')}", daemon=True).start()
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        done, _ = await asyncio.wait({future}, timeout=grace_s)
+        if not done:
+            future.cancel()
+            raise ToolAbandoned() from None
+        raise
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout_s: float | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` from a function with type hints and a docstring.
+
+    Use bare (``@tool``) or with options (``@tool(timeout_s=5)``).
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        doc, arg_docs = parse_docstring(f.__doc__)
+        hints = typing.get_type_hints(f)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for pname, param in inspect.signature(f).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {f.__name__}: *args and **kwargs cannot be described to a model")
+            schema = json_schema(hints.get(pname, param.annotation))
+            if pname in arg_docs:
+                schema["description"] = arg_docs[pname]
+            if param.default is param.empty:
+                required.append(pname)
+            else:
+                schema["default"] = param.default
+            properties[pname] = schema
+        parameters = {"type": "object", "properties": properties, "required": required}
+        return Tool(
+            fn=f,
+            name=name or f.__name__,
+            description=description or doc or f.__name__,
+            parameters=parameters,
+            timeout_s=timeout_s,
+        )
+
+    return build(fn) if fn is not None else build
