@@ -16,8 +16,9 @@ from .textview import TextView
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nbagent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the offline demo agent (no network, no API key)")
-    demo.add_argument("task", nargs="?", default=DEMO_TASK)
+    about = "run the offline demo agent (no network, no API key); Ctrl-C stops it"
+    demo = sub.add_parser("demo", help=about, description=about)
+    demo.add_argument("task", nargs="?", default=DEMO_TASK, help="what to ask (default: %(default)r)")
     demo.add_argument("--fast", action="store_true", help="stream without delays")
     args = parser.parse_args(argv)
 

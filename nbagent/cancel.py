@@ -18,6 +18,7 @@ Every public method is thread-safe and idempotent; a click handler on any thread
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -66,10 +67,8 @@ class CancelScope:
             self._now.set()
             loop, task = self._loop, self._task
         if loop is not None and task is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # a closing loop: the run is ending anyway
                 loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:  # the loop is closing: the run is ending anyway
-                pass
         return True
 
     def close(self) -> bool:

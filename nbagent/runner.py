@@ -140,11 +140,14 @@ class Run:
         return self._final.status if self._final is not None else "running"
 
     @property
-    def record(self) -> RunRecord | None:
+    def record(self) -> RunRecord:
         """The final record once done; before that, a snapshot of the run so far."""
         if self._final is not None:
             return self._final
-        return self._recorder.snapshot()
+        snapshot = self._recorder.snapshot()
+        if snapshot is None:
+            raise RuntimeError("the run has not been started")
+        return snapshot
 
     def live_text(self, step: int) -> str:
         """The text the model has streamed so far in ``step``."""
@@ -186,6 +189,9 @@ class Run:
 
     def _emit(self, event: ev.RunEvent) -> None:
         self._recorder.apply(event)
+        self._fan_out(event)
+
+    def _fan_out(self, event: ev.RunEvent) -> None:
         for index, sink in enumerate(self._sinks):
             try:
                 sink(event)
@@ -198,11 +204,22 @@ class Run:
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._started = True
+        # Recorded here, on the caller's thread, so ``run.record`` exists as soon as start() returns.
+        started = ev.RunStarted(
+            self.run_id,
+            0,
+            time.perf_counter(),
+            self.task,
+            getattr(self.source, "name", type(self.agent).__name__),
+            self.source.model_name,
+            datetime.now(timezone.utc),
+        )
+        self._recorder.apply(started)
         with _live_lock:
             _live_runs.add(self)
-        asyncio.run_coroutine_threadsafe(self._main(loop), loop)
+        asyncio.run_coroutine_threadsafe(self._main(loop, started), loop)
 
-    async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _main(self, loop: asyncio.AbstractEventLoop, started: ev.RunStarted) -> None:
         task = asyncio.current_task()
         assert task is not None
         current_scope.set(self.scope)
@@ -212,17 +229,7 @@ class Run:
         error: str | None = None
         error_type: str | None = None
         try:
-            self._emit(
-                ev.RunStarted(
-                    self.run_id,
-                    0,
-                    time.perf_counter(),
-                    self.task,
-                    getattr(self.source, "name", type(self.agent).__name__),
-                    self.source.model_name,
-                    datetime.now(timezone.utc),
-                )
-            )
+            self._fan_out(started)
             self.scope.bind(task)
             output = await self.source.drive(self.task, ctx, self.reset)
         except (asyncio.CancelledError, AgentInterrupted):
@@ -250,6 +257,22 @@ class Run:
         self._future.set_result(record)
 
 
+def _prepare(
+    agent: Any, task: str, *, reset: bool, sinks: Iterable[Sink], store: Any, display: bool | None
+) -> Run:
+    run = Run(agent, task, sinks=sinks, reset=reset)
+    store = store if store is not None else settings.store
+    if store is not None:
+        run.add_sink(store.sink())
+    if display is None:
+        display = settings.display if settings.display is not None else _in_kernel()
+    if display:
+        from .display import show_run
+
+        show_run(run)
+    return run
+
+
 def start(
     agent: Any,
     task: str,
@@ -269,28 +292,40 @@ def start(
         store: a ``RunStore`` to persist the run to as it happens (default: ``configure(store=)``).
         display: show the live view; by default, when running in a Jupyter kernel.
     """
-    run = Run(agent, task, sinks=sinks, reset=reset)
-    store = store if store is not None else settings.store
-    if store is not None:
-        run.add_sink(store.sink())
-    if display is None:
-        display = settings.display if settings.display is not None else _in_kernel()
-    if display:
-        from .display import show_run
-
-        show_run(run)
+    run = _prepare(agent, task, reset=reset, sinks=sinks, store=store, display=display)
     run._start(runner_loop())
     return run
 
 
-def run(agent: Any, task: str, **options: Any) -> RunRecord:
+def run(
+    agent: Any,
+    task: str,
+    *,
+    reset: bool = True,
+    sinks: Iterable[Sink] = (),
+    store: Any = None,
+    display: bool | None = None,
+) -> RunRecord:
     """Run ``task`` to its end and return the record, blocking; Jupyter's interrupt stops the run."""
-    return start(agent, task, **options).wait()
+    handle = _prepare(agent, task, reset=reset, sinks=sinks, store=store, display=display)
+    try:
+        handle._start(runner_loop())
+    except KeyboardInterrupt:  # pressed while the run was being launched: it must not run on unseen
+        handle.interrupt()
+    return handle.wait()
 
 
-async def arun(agent: Any, task: str, **options: Any) -> RunRecord:
+async def arun(
+    agent: Any,
+    task: str,
+    *,
+    reset: bool = True,
+    sinks: Iterable[Sink] = (),
+    store: Any = None,
+    display: bool | None = None,
+) -> RunRecord:
     """Run ``task`` without blocking the caller's loop; cancelling this await interrupts the run."""
-    return await start(agent, task, **options)
+    return await start(agent, task, reset=reset, sinks=sinks, store=store, display=display)
 
 
 def interrupt_all(mode: InterruptMode = "now") -> int:

@@ -36,9 +36,8 @@ def record_text(record: RunRecord) -> str:
     for step in record.steps:
         duration = "?" if step.duration_s is None else f"{step.duration_s:.2f}s"
         flag = " INTERRUPTED" if step.interrupted else ""
-        lines.append(
-            f"  step {step.number} {step.kind}{flag}: {duration}, {_tokens(step.input_tokens, step.output_tokens)}"
-        )
+        tokens = _tokens(step.input_tokens, step.output_tokens)
+        lines.append(f"  step {step.number} {step.kind}{flag}: {duration}, {tokens}")
         if step.model_output:
             lines.append(f"    says: {shorten(step.model_output)}")
         for call in step.tool_calls:

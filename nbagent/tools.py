@@ -10,6 +10,7 @@ then abandons it, so a tool that ignores cancellation never holds a run hostage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import re
@@ -47,36 +48,36 @@ def json_schema(annotation: Any) -> dict[str, Any]:
     raise TypeError(f"cannot describe the type {annotation!r} as a tool argument")
 
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
-_ARG_LINE = re.compile(r"^\s*(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+_SECTION = re.compile(r"^(\w[\w ]*):\s*$")
+_ARG_LINE = re.compile(r"^(\s*)(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """The description and the per-argument descriptions of a Google-style docstring."""
+    """The description (first paragraph) and the ``Args:`` entries of a Google-style docstring."""
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
     description: list[str] = []
     params: dict[str, str] = {}
-    in_args, current = False, None
-    for line in lines:
-        if _ARGS_HEADER.match(line):
-            in_args = True
+    in_sections = in_args = False
+    current: str | None = None
+    arg_indent = -1
+    for line in inspect.cleandoc(doc).splitlines():
+        header = _SECTION.match(line)
+        if header:
+            in_sections, current = True, None
+            in_args = header.group(1) in ("Args", "Arguments", "Parameters")
             continue
-        if in_args:
-            if line and not line.startswith((" ", "\t")) and line.rstrip().endswith(":"):
-                in_args = False  # the next section (Returns:, Raises:) begins
-                continue
-            match = _ARG_LINE.match(line)
-            if match and not line.startswith(("        ", "\t\t")):
-                current = match.group(1)
-                params[current] = match.group(3).strip()
-            elif current and line.strip():
-                params[current] += " " + line.strip()
-        elif not any(params) and (line.strip() or description):
+        if not in_sections:
             description.append(line)
-    text = "\n".join(description).split("\n\n")[0].strip()
-    return text, params
+        elif in_args and line.strip():
+            match = _ARG_LINE.match(line)
+            indent = len(line) - len(line.lstrip())
+            if match and (current is None or indent <= arg_indent):
+                current, arg_indent = match.group(2), indent
+                params[current] = match.group(3).strip()
+            elif current is not None:
+                params[current] += " " + line.strip()
+    return "\n".join(description).strip().split("\n\n")[0].strip(), params
 
 
 @dataclass
@@ -154,10 +155,8 @@ async def _run_on_thread(fn: Callable[..., Any], arguments: dict[str, Any], grac
             value, ok = context.run(fn, **arguments), True
         except BaseException as exc:  # delivered to the awaiting coroutine, not lost on this thread
             value, ok = exc, False
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits for this result
             loop.call_soon_threadsafe(deliver, ok, value)
-        except RuntimeError:
-            pass  # the loop is gone; nobody waits for this result
 
     threading.Thread(target=work, name=f"nbagent-tool-{getattr(fn, '__name__', 'tool')}", daemon=True).start()
     try:

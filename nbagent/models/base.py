@@ -24,7 +24,7 @@ Message = dict[str, Any]
 """A chat message in the OpenAI format: ``{"role": ..., "content": ..., "tool_calls": ...}``."""
 
 ToolSpec = dict[str, Any]
-"""A tool in the OpenAI format: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
+"""A tool in the OpenAI format: ``{"type": "function", "function": {...}}``."""
 
 _call_ids = itertools.count(1)
 
