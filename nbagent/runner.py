@@ -243,7 +243,7 @@ class Run:
             status, error, error_type = "interrupted", None, None
         if status == "interrupted":
             output, error, error_type = None, "interrupted by the user", "AgentInterrupted"
-        if task.cancelling():
+        if hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
             task.uncancel()  # the cancel was ours and is handled; the record is the result
         self._emit(
             ev.RunFinished(self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type)
