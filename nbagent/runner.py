@@ -160,6 +160,8 @@ class Run:
         it interrupts the run, and the wait goes on until the interrupted record is complete.
         Raises ``TimeoutError`` if ``timeout`` passes first (the run goes on).
         """
+        if threading.current_thread() is _LoopThread._thread:
+            raise RuntimeError("wait() on the runner's own thread would deadlock: use `await run` in a tool")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:

@@ -359,3 +359,32 @@ def test_no_thread_but_the_loop_thread_remains():
     wait_until(lambda: not run_threads())
     extra = {t.name for t in set(threading.enumerate()) - before}
     assert extra <= {"nbagent-loop"}
+
+
+def test_a_tool_can_run_a_sub_agent_with_await_but_not_with_a_blocking_wait():
+    @nbagent.tool
+    async def delegate(question: str) -> str:
+        """Asks a sub-agent."""
+        record = await nbagent.start(nbagent.Agent(fast_model(["sub answer"])), question)
+        return record.output
+
+    @nbagent.tool
+    def delegate_blocking(question: str) -> str:
+        """Would deadlock if it waited on the runner's thread; it runs on its own thread, so it may."""
+        return nbagent.run(nbagent.Agent(fast_model(["blocking sub answer"])), question).output
+
+    calls = [ToolCall("delegate", {"question": "q"}), ToolCall("delegate_blocking", {"question": "q"})]
+    agent = nbagent.Agent(fast_model([calls, "ok"]), tools=[delegate, delegate_blocking])
+    record = nbagent.run(agent, "task")
+    assert [c.result for c in record.tool_calls] == ["sub answer", "blocking sub answer"]
+
+    async def wait_on_the_loop():
+        run = nbagent.start(nbagent.Agent(fast_model(["x"])), "t")
+        try:
+            run.wait()
+        finally:
+            await run
+
+    future = asyncio.run_coroutine_threadsafe(wait_on_the_loop(), nbagent.runner.runner_loop())
+    with pytest.raises(RuntimeError, match="deadlock"):
+        future.result(10)
