@@ -108,8 +108,9 @@ class Agent:
                     elif isinstance(part, ModelRetry):
                         ctx.retrying(part.attempt, part.delay_s, part.reason)
         except BaseException as exc:
-            if pieces:  # keep what the model said, so a continued run knows
-                self.memory.append({"role": "assistant", "content": "".join(pieces) + " [interrupted]"})
+            if pieces:  # keep what the model said, so a continued run knows where it stopped
+                cut = "interrupted" if isinstance(exc, asyncio.CancelledError) else "cut short by an error"
+                self.memory.append({"role": "assistant", "content": "".join(pieces) + f" [{cut}]"})
             if isinstance(exc, (asyncio.CancelledError, AgentError)) or not isinstance(exc, Exception):
                 raise
             raise ModelError(f"{self.model_name}: {describe(exc)}") from exc

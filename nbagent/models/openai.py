@@ -1,0 +1,513 @@
+"""``OpenAIChatModel``: any OpenAI-compatible chat-completions server, streamed, stoppable.
+
+OpenAI itself, Ollama, vLLM, llama.cpp's server and LM Studio all speak this protocol; only the
+``base_url`` differs. The official ``openai`` async client does the HTTP, the SSE parsing and the
+typed errors; this module adds what a notebook needs on top:
+
+- **Stop closes the stream.** ``stream`` is an async generator. A cancelled run raises
+  ``CancelledError`` inside it (or ``aclose()`` throws ``GeneratorExit`` at a ``yield``); either
+  way its ``finally`` closes the HTTP response. A response closed before its end cannot go back to
+  the pool, so the client closes that connection and the server sees the client go at once; a
+  response read to its end returns its connection to the pool. Nothing leaks, however many Stops.
+- **Retries we can show.** The client's own retries happen inside one ``await`` where no one can
+  see them, so it runs with ``max_retries=0`` and this module retries instead: on 429, 408, 409,
+  5xx and connection failures, honouring ``Retry-After`` (and ``retry-after-ms``, and
+  ``x-should-retry``), otherwise with exponential backoff, at most ``max_retries`` times. Before
+  each wait it yields a ``ModelRetry`` (the live view shows "retrying in 2 s"), and the wait is an
+  ``asyncio.sleep``, so a Stop during a backoff ends it at once. Only a reply that has not yet
+  produced text is retried: once text reached the user, a retry would say it twice.
+- **Usage is reported.** ``stream_options.include_usage`` asks for the usage chunk; when a server
+  sends usage early or on every chunk (running totals), the last one counts. A stream cut by a
+  Stop has no usage, and the step's usage stays unknown: never a guess dressed as a count.
+- **Readable errors, no secrets.** Failures become ``ModelError`` with a message that says what
+  to do (401: check the key; 404: check the model name and base URL) and ``status_code`` /
+  ``retryable`` set. The API key lives in a wrapper that prints as ``***``, and every message
+  taken from a server is scrubbed of it, because some servers echo the key back.
+
+``openai`` is an optional extra, imported when a model is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ModelError
+from .base import (
+    Message,
+    Model,
+    ModelPart,
+    ModelRetry,
+    ModelText,
+    ModelUsage,
+    ToolCall,
+    ToolSpec,
+    new_call_id,
+)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_BACKOFF_FIRST_S = 0.5
+_BACKOFF_MAX_S = 8.0
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
+_USERINFO = re.compile(r"//[^/@\s]*@")
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            "OpenAIChatModel needs the openai package, an optional extra: pip install 'nbagent[openai]'"
+        ) from exc
+    return openai
+
+
+class _Secret:
+    """A string that never shows itself in a repr, a str or a traceback's locals."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+class _MalformedChunk(Exception):
+    """A chunk that parses as JSON but is not a chat-completion chunk."""
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``: chunks arrive as client objects, sometimes as plain dicts.
+
+    Raises ``_MalformedChunk`` when ``obj`` is a scalar or a list where an object belongs.
+    """
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    if isinstance(obj, (str, bytes, int, float, list, tuple)):
+        raise _MalformedChunk(f"expected an object with {name!r}, got {type(obj).__name__}")
+    return getattr(obj, name, None)
+
+
+def _text(content: Any) -> str:
+    """A delta's text: a string, or (some servers) a list of parts with ``text``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(t for t in (_field(part, "text") for part in content) if isinstance(t, str))
+    raise _MalformedChunk(f"'content' is a {type(content).__name__}, not text")
+
+
+def _characters(count: int) -> str:
+    return f" after {count} character{'s' if count != 1 else ''} of reply" if count else ""
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+@dataclass
+class _PartialCall:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def complete(self) -> ToolCall:
+        text = "".join(self.arguments)
+        arguments: dict[str, Any] | str = text
+        if not text.strip():
+            arguments = {}
+        else:
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError:
+                parsed = None  # the agent turns the raw text into an observation the model sees
+            if isinstance(parsed, dict):
+                arguments = parsed
+        return ToolCall(self.name, arguments, self.id or new_call_id())
+
+
+class _Reply:
+    """Folds the chunks of one streamed reply: text pieces out, tool calls and usage kept."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.usage: tuple[int | None, int | None] | None = None
+        self._calls: dict[Any, _PartialCall] = {}
+
+    def feed(self, chunk: Any) -> list[str]:
+        """Take one chunk; return its text pieces."""
+        if not isinstance(chunk, Mapping) and not hasattr(chunk, "choices"):
+            raise _MalformedChunk(f"expected a JSON object, got {type(chunk).__name__}")
+        usage = _field(chunk, "usage")
+        if usage is not None:  # running totals or the final count: the last one wins
+            self.usage = (_count(_field(usage, "prompt_tokens")), _count(_field(usage, "completion_tokens")))
+        choices = _field(chunk, "choices") or []
+        if not isinstance(choices, list):
+            raise _MalformedChunk("'choices' is not a list")
+        texts: list[str] = []
+        for choice in choices:
+            if _field(choice, "index") not in (0, None):
+                continue  # only the first choice (n=1 is what the agent asks for)
+            delta = _field(choice, "delta")
+            if delta is None:
+                continue
+            content = _field(delta, "content")
+            text = _text(content) if content else ""
+            if text:
+                texts.append(text)
+                self.chars += len(text)
+            for call in _field(delta, "tool_calls") or ():
+                self._call_delta(call)
+        return texts
+
+    def _call_delta(self, delta: Any) -> None:
+        index, call_id = _field(delta, "index"), _field(delta, "id")
+        if not isinstance(index, int):
+            # Servers that omit the index: a new id starts a new call, anything else continues the last.
+            last = next(reversed(self._calls), None)
+            same = last is not None and (not call_id or self._calls[last].id in (None, call_id))
+            index = last if same else f"call-{len(self._calls)}"
+        call = self._calls.setdefault(index, _PartialCall())
+        if call_id and not call.id:
+            call.id = str(call_id)
+        function = _field(delta, "function") or {}
+        name, arguments = _field(function, "name"), _field(function, "arguments")
+        if name and name != call.name:
+            if not isinstance(name, str):
+                raise _MalformedChunk("a tool call's name is not a string")
+            call.name = name if not call.name else call.name + name
+        if arguments:
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)  # a few servers send the arguments as an object
+            call.arguments.append(arguments)
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [call.complete() for call in self._calls.values()]
+
+
+@dataclass
+class _Failure:
+    error: ModelError
+    reason: str
+    """Short, for the live view: "rate limited (429)"."""
+    delay_s: float | None = None
+    """How long the server asks us to wait, if it said."""
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, Mapping) else error
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body:
+        return body
+    return str(getattr(exc, "message", "") or exc)
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(timeouts, other transport errors) of the HTTP libraries the client may use.
+
+    openai 1.x lets httpx errors out of a stream unwrapped; newer clients wrap them (httpx2).
+    """
+    timeouts: list[type[BaseException]] = []
+    others: list[type[BaseException]] = []
+    for name in ("httpx", "httpx2"):
+        module = sys.modules.get(name)
+        if module is not None:
+            timeouts.append(module.TimeoutException)
+            others.append(module.TransportError)
+    return tuple(timeouts), tuple(others)
+
+
+class OpenAIChatModel(Model):
+    """A model served over the OpenAI chat-completions API (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
+
+    Args:
+        model: the model id the server knows (``"gpt-4.1-mini"``, ``"qwen3:8b"``); also ``.name``.
+        base_url: the server's ``/v1`` URL; default ``OPENAI_BASE_URL`` or OpenAI's.
+        api_key: default ``OPENAI_API_KEY``; local servers need none.
+        max_retries: retries after a 429, 408, 409, 5xx or connection failure (0 turns them off).
+        max_retry_wait_s: the longest ``Retry-After`` worth waiting for; a longer one is an error.
+        timeout: seconds to wait to connect and between two pieces of the stream.
+        extra_body: extra JSON fields for servers with their own options (vLLM, Ollama...).
+        stream_usage: ask for the usage chunk (``stream_options``); turn off for servers that
+            reject the option.
+        client: an ``openai.AsyncOpenAI`` to use (its pool, key and URL); retries stay this model's.
+        default_headers: headers sent with every request.
+        **params: any other chat-completions parameter, sent with every call
+            (``temperature=0``, ``max_tokens=512``, ``seed=1``...).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        max_retry_wait_s: float = 60.0,
+        timeout: float = 120.0,
+        extra_body: Mapping[str, Any] | None = None,
+        stream_usage: bool = True,
+        client: Any = None,
+        default_headers: Mapping[str, str] | None = None,
+        **params: Any,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be 0 or more")
+        self._openai = _import_openai()
+        self.name = model
+        self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
+        self.timeout = timeout
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.stream_usage = stream_usage
+        self.params = params
+        self._default_headers = dict(default_headers) if default_headers else None
+        # A given client keeps its pool and settings; the retries become ours, like everywhere else.
+        self._given_client = client.with_options(max_retries=0) if client is not None else None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        if client is not None:
+            self.base_url = str(client.base_url).rstrip("/")
+            key = getattr(client, "api_key", None)
+            self._api_key = _Secret(key) if isinstance(key, str) else None
+            return
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if self.base_url == OPENAI_BASE_URL:
+                raise ModelError(
+                    f"OpenAIChatModel({model!r}): no API key. Pass api_key=... or set OPENAI_API_KEY "
+                    "(for a local server, pass its base_url)."
+                )
+            key = "no-key"  # local servers (Ollama, llama.cpp, LM Studio) ignore it, but the client wants one
+        self._api_key = _Secret(key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={_USERINFO.sub('//', self.base_url)!r})"
+
+    # -- the client ------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        """The client for the running loop (an HTTP pool belongs to one loop)."""
+        if self._given_client is not None:
+            return self._given_client
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                assert self._api_key is not None
+                client = self._openai.AsyncOpenAI(
+                    api_key=self._api_key.reveal(),
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=0,  # retries are ours, so they can be shown and stopped
+                    default_headers=self._default_headers,
+                )
+                self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections this model holds on the running loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.close()
+
+    def _request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        request: dict[str, Any] = {**self.params, "model": self.name, "messages": messages, "stream": True}
+        if tools:
+            request["tools"] = tools
+        if self.stream_usage:
+            request["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            request["extra_body"] = self.extra_body
+        return request
+
+    # -- streaming -------------------------------------------------------------------------
+
+    async def stream(self, messages: list[Message], tools: list[ToolSpec]) -> AsyncIterator[ModelPart]:
+        client = self._client()
+        request = self._request(messages, tools)
+        retries = 0
+        while True:
+            reply = _Reply()
+            failure: _Failure | None = None
+            response: Any = None
+            try:
+                response = await client.chat.completions.create(**request)
+                async for chunk in response:
+                    try:
+                        texts = reply.feed(chunk)
+                    except _MalformedChunk:
+                        raise
+                    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                        raise _MalformedChunk(str(exc)) from None
+                    for text in texts:
+                        yield ModelText(text)
+            except Exception as exc:
+                failure = self._failure(exc, reply, streaming=response is not None)
+            finally:
+                if response is not None:
+                    # Cut short, the connection is closed (the server sees us go); read to the
+                    # end, it goes back to the pool.
+                    await response.close()
+            if failure is None:
+                break
+            if reply.chars or not failure.error.retryable or retries >= self.max_retries:
+                error = failure.error
+                if retries and error.retryable and not reply.chars:
+                    error = ModelError(
+                        f"{error} (gave up after {retries} {'retry' if retries == 1 else 'retries'})",
+                        status_code=error.status_code,
+                        retryable=True,
+                    )
+                raise error
+            retries += 1
+            delay = self._backoff(retries) if failure.delay_s is None else failure.delay_s
+            yield ModelRetry(retries, delay, failure.reason)
+            await asyncio.sleep(delay)
+        for call in reply.tool_calls():
+            yield call
+        if reply.usage is not None:
+            yield ModelUsage(reply.usage[0], reply.usage[1], "reported")
+
+    @staticmethod
+    def _backoff(retry: int) -> float:
+        return min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2 ** (retry - 1)) * random.uniform(0.75, 1.0)
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        key = self._api_key.reveal() if self._api_key is not None else ""
+        if len(key) >= 4:
+            text = text.replace(key, "***")
+        return _BEARER.sub(r"\1***", text)
+
+    def _error(self, message: str, *, status_code: int | None = None, retryable: bool = False) -> ModelError:
+        where = f"{self.name} at {_USERINFO.sub('//', self.base_url)}"
+        return ModelError(self._redact(f"{where}: {message}"), status_code=status_code, retryable=retryable)
+
+    def _failure(self, exc: Exception, reply: _Reply, *, streaming: bool) -> _Failure:
+        """What ``exc`` means for the user, and whether and when to try again."""
+        openai = self._openai
+        timeouts, transport_errors = _transport_errors()
+        so_far = _characters(reply.chars)
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_failure(exc)
+        if isinstance(exc, (openai.APITimeoutError, *timeouts)):
+            cause = exc.__cause__ if isinstance(exc, openai.APITimeoutError) else exc
+            connecting = type(cause).__name__ in ("ConnectTimeout", "PoolTimeout")
+            phase = "connecting" if connecting else "mid-stream" if streaming else "waiting for the reply"
+            message = (
+                f"timed out {phase}: no data for {self.timeout:g} s{so_far} (a slow model? raise timeout=)"
+            )
+            return _Failure(self._error(message, retryable=connecting), "timed out connecting")
+        if isinstance(exc, (openai.APIConnectionError, *transport_errors)):
+            cause = exc.__cause__ or exc
+            detail = _shorten(str(cause)) or type(cause).__name__
+            if streaming:
+                message = f"the server closed the connection mid-stream{so_far} ({detail})"
+                return _Failure(self._error(message, retryable=True), "connection lost")
+            message = f"cannot reach the server ({detail}); is it running, and is base_url right?"
+            return _Failure(self._error(message, retryable=True), "cannot connect")
+        if isinstance(exc, (json.JSONDecodeError, _MalformedChunk)):
+            what = f"not JSON: {_shorten(exc.doc, 120)!r}" if isinstance(exc, json.JSONDecodeError) else exc
+            return _Failure(
+                self._error(f"malformed chunk from the server ({what}){so_far}"), "malformed chunk"
+            )
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            message = f"the server reported an error mid-stream{so_far}: {_shorten(_server_message(exc))}"
+            return _Failure(self._error(message), "error")
+        return _Failure(self._error(f"{type(exc).__name__}: {_shorten(str(exc))}"), type(exc).__name__)
+
+    def _status_failure(self, exc: Any) -> _Failure:
+        status = int(exc.status_code)
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        body = getattr(exc, "body", None)
+        error = body.get("error", body) if isinstance(body, Mapping) else None
+        code = error.get("code") if isinstance(error, Mapping) else None
+        retryable = (status in _RETRY_STATUSES or status >= 500) and code != "insufficient_quota"
+        should_retry = headers.get("x-should-retry") if headers is not None else None
+        if should_retry in ("true", "false"):
+            retryable = should_retry == "true"
+        delay = _retry_after(headers)
+        reason = _STATUS_REASONS.get(status) or (f"server error ({status})" if status >= 500 else None)
+        reason = reason or f"request rejected ({status})"
+        message = reason + _STATUS_ADVICE.get(status, "")
+        if retryable and delay is not None and delay > self.max_retry_wait_s:
+            retryable = False
+            message += (
+                f"; the server asks to retry in {delay:g} s, over max_retry_wait_s={self.max_retry_wait_s:g}"
+            )
+        message += f". Server said: {_shorten(_server_message(exc))}"
+        return _Failure(self._error(message, status_code=status, retryable=retryable), reason, delay)
+
+
+_STATUS_REASONS = {
+    401: "the server rejected the API key (401 Unauthorized)",
+    403: "access denied (403 Forbidden)",
+    404: "model not found (404)",
+    408: "request timeout (408)",
+    409: "conflict (409)",
+    429: "rate limited (429 Too Many Requests)",
+}
+_STATUS_ADVICE = {
+    401: "; check api_key= or OPENAI_API_KEY",
+    404: "; check the model name and base_url",
+}

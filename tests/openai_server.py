@@ -1,0 +1,396 @@
+"""A real OpenAI-compatible chat-completions server for tests and benchmarks, on 127.0.0.1.
+
+Why a real server: the things that matter for a Stop button (the connection is dropped, the
+server sees the client go, the pool does not leak) only exist on a real socket. This is plain
+stdlib (``http.server``), HTTP/1.1 with keep-alive and chunked server-sent events, like the real
+services. Each request plays the next scripted reply:
+
+- ``Stream``: text at ``tokens_per_s``, tool calls with their arguments split over several
+  deltas, a final usage chunk (when the client asked for it), and failure modes: a malformed
+  chunk, a disconnect mid-stream, a stall (for timeouts), usage in every chunk.
+- ``Status``: an error status with an OpenAI-style JSON body and headers (429 + Retry-After...).
+
+The server records every request, and the moment it saw the client go away: between two tokens
+it waits on the socket with ``select``, so a client that closes the connection is seen at once
+(EOF or reset), not at the next write. ``wait_until`` waits on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass(frozen=True)
+class StreamedCall:
+    """A tool call the server streams: ``arguments`` (JSON text) goes out in ``pieces`` deltas."""
+
+    name: str
+    arguments: str
+    id: str = ""
+    pieces: int = 3
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A streamed 200 reply."""
+
+    text: str = ""
+    tokens_per_s: float = 1000.0
+    headers_after_s: float = 0.0
+    """A server slow to start: wait this long before even the response headers."""
+    first_token_s: float = 0.0
+    tool_calls: Sequence[StreamedCall] = ()
+    usage: tuple[int, int] | None = None
+    """(prompt, completion) tokens; default: words of the prompt, pieces sent."""
+    usage_every_chunk: bool = False
+    """Send running usage on every chunk (vLLM's continuous usage stats), then the final one."""
+    malformed_after: int | None = None
+    """Send the ``malformed`` event after this many text tokens."""
+    malformed: str = '{"id": "broken", "choices": [{"delta": {"content": "oops"'
+    """The data of that event; by default, JSON cut in the middle."""
+    disconnect_after: int | None = None
+    """Drop the connection (no end of body) after this many text tokens."""
+    stall_after: int | None = None
+    """Send nothing more after this many text tokens, until the client goes away."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """An error reply: ``code`` with an OpenAI-style error body."""
+
+    code: int
+    message: str = "error"
+    type: str = "server_error"
+    error_code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Reply = Stream | Status
+
+
+@dataclass
+class Request:
+    """One request as the server saw it; times are ``time.perf_counter()`` readings."""
+
+    number: int
+    connection: int
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    reply: Reply | None
+    started: float
+    tokens_sent: int = 0
+    finished: float | None = None
+    """The whole reply was sent."""
+    disconnected: float | None = None
+    """The client went away before the reply ended."""
+
+
+class _Gone(Exception):
+    """The client closed the connection."""
+
+
+class _Cut(Exception):
+    """The script told the server to drop the connection."""
+
+
+class OpenAIServer:
+    """A scriptable chat-completions server on an ephemeral port; use as a context manager.
+
+    Args:
+        replies: the scripted replies, one per request, in order.
+        default: the reply once the script is used up (None: answer 400 "no scripted reply").
+        api_key: when set, other keys get a 401 that echoes the key back (some servers do).
+        models: when set, other model names get a 404.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        default: Reply | None = None,
+        api_key: str | None = None,
+        models: Iterable[str] | None = None,
+    ) -> None:
+        self._replies: deque[Reply] = deque(replies)
+        self.default = default
+        self.api_key = api_key
+        self.models = set(models) if models is not None else None
+        self.requests: list[Request] = []
+        self.open_connections = 0
+        self.connections_opened = 0
+        self._sockets: set[socket.socket] = set()
+        self._cond = threading.Condition()
+        self._serials = itertools.count(1)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-test-server"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def push(self, *replies: Reply) -> None:
+        """Script more replies."""
+        with self._cond:
+            self._replies.extend(replies)
+
+    def wait_until(self, condition: Callable[[], object], timeout: float = 20.0) -> None:
+        """Wait until ``condition()`` (evaluated under the server's lock) is true, or fail."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not condition():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"server condition not met within {timeout} s")
+                self._cond.wait(min(remaining, 0.05))
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        with self._cond:
+            sockets = list(self._sockets)
+        for sock in sockets:  # wake handlers parked on idle keep-alive connections
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._httpd.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> OpenAIServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the server side -------------------------------------------------------------------
+
+    def _changed(self, update: Callable[[], None]) -> None:
+        with self._cond:
+            update()
+            self._cond.notify_all()
+
+    def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
+        if self.api_key is not None:
+            given = headers.get("authorization", "").removeprefix("Bearer ")
+            if given != self.api_key:
+                return Status(
+                    401, f"Incorrect API key provided: {given}.", "invalid_request_error", "invalid_api_key"
+                )
+        if self.models is not None and body.get("model") not in self.models:
+            return Status(
+                404,
+                f"The model `{body.get('model')}` does not exist or you do not have access to it.",
+                "invalid_request_error",
+                "model_not_found",
+            )
+        with self._cond:
+            if self._replies:
+                return self._replies.popleft()
+        return self.default
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.serial = next(server._serials)
+
+                def opened() -> None:
+                    server.open_connections += 1
+                    server.connections_opened += 1
+                    server._sockets.add(self.connection)
+
+                server._changed(opened)
+
+            def finish(self) -> None:
+                with contextlib.suppress(OSError):
+                    super().finish()
+
+                def closed() -> None:
+                    server.open_connections -= 1
+                    server._sockets.discard(self.connection)
+
+                server._changed(closed)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw) if raw else {}
+                except json.JSONDecodeError:
+                    body = {"_raw": raw.decode(errors="replace")}
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                reply = server._next_reply(body, headers) if self.path.endswith("/chat/completions") else None
+                if reply is None and self.path.endswith("/chat/completions"):
+                    reply = Status(400, "test server: no scripted reply left", "invalid_request_error")
+                with server._cond:
+                    request = Request(
+                        len(server.requests) + 1,
+                        self.serial,
+                        self.path,
+                        headers,
+                        body,
+                        reply,
+                        time.perf_counter(),
+                    )
+                    server.requests.append(request)
+                    server._cond.notify_all()
+                try:
+                    if reply is None:
+                        self._send_status(
+                            request, Status(404, f"no route {self.path}", "invalid_request_error")
+                        )
+                    elif isinstance(reply, Status):
+                        self._send_status(request, reply)
+                    else:
+                        self._send_stream(request, reply)
+                except _Cut:
+                    self.close_connection = True
+                except (_Gone, OSError):
+                    self.close_connection = True
+                    server._changed(lambda: setattr(request, "disconnected", time.perf_counter()))
+
+            # -- replies -------------------------------------------------------------------
+
+            def _send_status(self, request: Request, reply: Status) -> None:
+                payload = json.dumps(
+                    {
+                        "error": {
+                            "message": reply.message,
+                            "type": reply.type,
+                            "param": None,
+                            "code": reply.error_code,
+                        }
+                    }
+                ).encode()
+                self.send_response(reply.code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+                server._changed(lambda: setattr(request, "finished", time.perf_counter()))
+
+            def _wait(self, seconds: float) -> None:
+                """Sleep ``seconds``, but notice at once if the client closes the connection."""
+                deadline = time.perf_counter() + seconds
+                while True:
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0:
+                        return
+                    readable, _, _ = select.select([self.connection], [], [], remaining)
+                    if readable:
+                        try:
+                            peeked = self.connection.recv(1, socket.MSG_PEEK)
+                        except OSError:
+                            raise _Gone() from None
+                        if not peeked:
+                            raise _Gone()
+                        time.sleep(min(remaining, 0.005))  # unexpected bytes: keep waiting, gently
+
+            def _event(self, data: str) -> None:
+                chunk = f"data: {data}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+            def _send_stream(self, request: Request, reply: Stream) -> None:
+                body = request.body
+                want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                model = body.get("model", "test-model")
+                created = int(time.time())
+
+                def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+                    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+                    data = {
+                        "id": f"chatcmpl-{request.number}",
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": choices,
+                        **extra,
+                    }
+                    return json.dumps(data)
+
+                prompt = sum(
+                    len(_TOKEN.findall(str(m.get("content") or ""))) + 4 for m in body.get("messages", [])
+                )
+                sent = 0
+
+                def usage(completion: int | None = None) -> dict[str, int]:
+                    p, c = reply.usage if reply.usage is not None else (prompt, sent)
+                    c = c if completion is None else completion
+                    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+                def running() -> dict[str, Any]:
+                    return {"usage": usage(sent)} if reply.usage_every_chunk and want_usage else {}
+
+                self._wait(reply.headers_after_s)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                delay = 1.0 / reply.tokens_per_s
+                self._wait(reply.first_token_s)
+                self._event(chunk({"role": "assistant", "content": ""}, **running()))
+                for token in _TOKEN.findall(reply.text):
+                    if reply.disconnect_after is not None and sent >= reply.disconnect_after:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        raise _Cut()
+                    if reply.malformed_after is not None and sent == reply.malformed_after:
+                        self._event(reply.malformed)
+                    if reply.stall_after is not None and sent >= reply.stall_after:
+                        self._wait(3600)
+                    sent += 1
+                    self._event(chunk({"content": token}, **running()))
+                    server._changed(lambda count=sent: setattr(request, "tokens_sent", count))
+                    self._wait(delay)
+                for index, call in enumerate(reply.tool_calls):
+                    call_id = call.id or f"call_{request.number}_{index}"
+                    first = {
+                        "index": index,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                    self._event(chunk({"tool_calls": [first]}, **running()))
+                    size = max(1, -(-len(call.arguments) // max(1, call.pieces)))
+                    for start in range(0, len(call.arguments), size):
+                        piece = call.arguments[start : start + size]
+                        delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                        self._event(chunk(delta, **running()))
+                        self._wait(delay)
+                    sent += 1
+                finish = "tool_calls" if reply.tool_calls else "stop"
+                self._event(chunk({}, finish, **running()))
+                if want_usage:
+                    self._event(chunk(None, usage=usage()))
+                self._event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                server._changed(lambda: setattr(request, "finished", time.perf_counter()))
+
+        return Handler

@@ -1,0 +1,513 @@
+"""OpenAIChatModel against a real OpenAI-compatible HTTP server on 127.0.0.1 (tests/openai_server.py).
+
+Streaming, tool calls, usage, retries, readable errors, a key that never leaks, and a Stop that
+drops the connection, seen from the server's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from contextlib import aclosing
+
+import pytest
+from conftest import wait_until
+from openai_server import OpenAIServer, Status, Stream, StreamedCall
+
+import nbagent
+from nbagent import events as ev
+from nbagent.models import ModelText, OpenAIChatModel
+from nbagent.models.openai import _Reply, _retry_after
+
+SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
+LONG_TEXT = " ".join(f"word{i}" for i in range(400))
+FAKE_KEY = "sk-nbagent-test-7f3a9c1e5b2d4f6a8e0c"
+
+
+@nbagent.tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer() as srv:
+        yield srv
+
+
+def model_for(server: OpenAIServer, **options) -> OpenAIChatModel:
+    options.setdefault("api_key", FAKE_KEY)
+    return OpenAIChatModel("test-model", base_url=server.base_url, **options)
+
+
+def start(model: OpenAIChatModel, task: str = "go", tools=()) -> tuple[nbagent.Run, list[ev.RunEvent]]:
+    events: list[ev.RunEvent] = []
+    run = nbagent.start(nbagent.Agent(model, tools=tools), task, display=False, sinks=[events.append])
+    return run, events
+
+
+def of(events: list[ev.RunEvent], kind: type) -> list:
+    return [e for e in events if isinstance(e, kind)]
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+def test_text_streams_piece_by_piece_as_it_arrives(server):
+    server.push(Stream("The quick brown fox jumps.", tokens_per_s=10))
+    run, events = start(model_for(server))
+    record = run.wait(30)
+    assert record.status == "success"
+    assert record.output == "The quick brown fox jumps."
+    deltas = of(events, ev.TextDelta)
+    assert len(deltas) == 5
+    assert "".join(d.text for d in deltas) == record.output
+    # The first piece reached the run before the server had sent the last one.
+    assert deltas[0].t < server.requests[0].finished
+    body = server.requests[0].body
+    assert body["model"] == "test-model"
+    assert body["stream"] is True
+    assert body["messages"] == [{"role": "user", "content": "go"}]
+    assert "tools" not in body
+
+
+def test_streamed_tool_calls_run_a_real_tool(server):
+    server.push(
+        Stream(
+            tool_calls=[StreamedCall("add", '{"a": 2, "b": 3}', id="call_abc", pieces=4)],
+            usage=(20, 7),
+        ),
+        Stream("The sum is 5.", usage=(40, 5)),
+    )
+    run, _ = start(model_for(server), "add 2 and 3", tools=[add])
+    record = run.wait(30)
+    assert record.status == "success", record.error
+    assert record.output == "The sum is 5."
+    assert [s.kind for s in record.steps] == ["action", "final"]
+    call = record.steps[0].tool_calls[0]
+    assert (call.call_id, call.tool, call.arguments, call.status, call.result) == (
+        "call_abc",
+        "add",
+        {"a": 2, "b": 3},
+        "ok",
+        5,
+    )
+    first, second = (r.body for r in server.requests)
+    assert first["tools"][0]["function"]["name"] == "add"
+    assistant, answer = second["messages"][-2:]
+    assert assistant["tool_calls"][0]["id"] == "call_abc"
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"a": 2, "b": 3}
+    assert answer == {"role": "tool", "tool_call_id": "call_abc", "content": "5"}
+
+
+def test_two_tool_calls_in_one_reply_are_assembled_apart(server):
+    server.push(
+        Stream(
+            "Adding twice.",
+            tool_calls=[StreamedCall("add", '{"a": 1, "b": 2}'), StreamedCall("add", '{"a": 10, "b": 20}')],
+        ),
+        Stream("3 and 30."),
+    )
+    record = start(model_for(server), tools=[add])[0].wait(30)
+    assert record.status == "success", record.error
+    calls = record.steps[0].tool_calls
+    assert [(c.arguments, c.result) for c in calls] == [({"a": 1, "b": 2}, 3), ({"a": 10, "b": 20}, 30)]
+    assert len({c.call_id for c in calls}) == 2
+    assert record.steps[0].model_output == "Adding twice."
+
+
+def test_tool_arguments_that_are_not_json_become_an_observation(server):
+    server.push(Stream(tool_calls=[StreamedCall("add", '{"a": 2, "b":')]), Stream("Sorry."))
+    record = start(model_for(server), tools=[add])[0].wait(30)
+    assert record.status == "success"
+    call = record.steps[0].tool_calls[0]
+    assert call.status == "error"
+    assert "not valid JSON" in call.error
+    observation = server.requests[1].body["messages"][-1]
+    assert observation["role"] == "tool"
+    assert "not valid JSON" in observation["content"]
+
+
+def test_tool_calls_without_an_index_are_told_apart_by_their_id():
+    reply = _Reply()
+    for call_id, name, arguments in [
+        ("a", "add", '{"a": 1,'),
+        (None, None, ' "b": 2}'),
+        ("b", "add", '{"a": 3, "b": 4}'),
+    ]:
+        delta = {"id": call_id, "function": {"name": name, "arguments": arguments}}
+        reply.feed({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]})
+    calls = reply.tool_calls()
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "add", {"a": 1, "b": 2}),
+        ("b", "add", {"a": 3, "b": 4}),
+    ]
+
+
+# -- usage -------------------------------------------------------------------------------------
+
+
+def test_usage_chunk_is_recorded_as_reported(server):
+    server.push(Stream("Hello there.", usage=(123, 45)))
+    record = start(model_for(server))[0].wait(30)
+    step = record.steps[0]
+    assert (step.input_tokens, step.output_tokens, step.usage_source) == (123, 45, "reported")
+    assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    assert record.usage_complete
+
+
+def test_usage_streamed_on_every_chunk_counts_once(server):
+    server.push(Stream("one two three four", usage_every_chunk=True, usage=(30, 4)))
+    record = start(model_for(server))[0].wait(30)
+    step = record.steps[0]
+    assert (step.input_tokens, step.output_tokens, step.usage_source) == (30, 4, "reported")
+
+
+def test_server_without_usage_leaves_it_unknown(server):
+    server.push(Stream("no usage here"))
+    record = start(model_for(server, stream_usage=False))[0].wait(30)
+    assert "stream_options" not in server.requests[0].body
+    step = record.steps[0]
+    assert (step.input_tokens, step.output_tokens, step.usage_source) == (None, None, "unknown")
+    assert not record.usage_complete
+
+
+def test_extra_parameters_reach_the_server(server):
+    server.push(Stream("ok"))
+    model = model_for(server, temperature=0, max_tokens=64, extra_body={"top_k": 5})
+    start(model)[0].wait(30)
+    body = server.requests[0].body
+    assert (body["temperature"], body["max_tokens"], body["top_k"]) == (0, 64, 5)
+
+
+# -- retries -----------------------------------------------------------------------------------
+
+
+def test_rate_limit_waits_for_retry_after_then_succeeds(server):
+    server.push(Status(429, "Rate limit reached", headers={"Retry-After": "0.3"}), Stream("Done."))
+    run, events = start(model_for(server))
+    record = run.wait(30)
+    assert record.status == "success"
+    assert record.output == "Done."
+    [retry] = of(events, ev.Retrying)
+    assert (retry.attempt, retry.delay_s) == (1, 0.3)
+    assert "429" in retry.reason
+    assert record.steps[0].retries == 1
+    first, second = server.requests
+    assert second.started - first.finished >= 0.25  # the wait the server asked for
+    assert len(of(events, ev.TextDelta)) == 1  # only the successful attempt produced text
+
+
+def test_server_error_is_retried_then_succeeds(server):
+    server.push(Status(500, "The server had an error"), Stream("Recovered."))
+    run, events = start(model_for(server))
+    record = run.wait(30)
+    assert record.status == "success"
+    assert record.output == "Recovered."
+    [retry] = of(events, ev.Retrying)
+    assert "500" in retry.reason
+    assert retry.delay_s > 0  # no Retry-After: exponential backoff
+    assert len(server.requests) == 2
+
+
+def test_retries_are_bounded_then_the_run_errors(server):
+    server.default = Status(503, "Overloaded", headers={"Retry-After": "0"})
+    run, events = start(model_for(server, max_retries=2))
+    record = run.wait(30)
+    assert record.status == "error"
+    assert record.error_type == "ModelError"
+    assert "503" in record.error
+    assert "gave up after 2 retries" in record.error
+    assert [r.attempt for r in of(events, ev.Retrying)] == [1, 2]
+    assert len(server.requests) == 3
+    assert record.steps[0].retries == 2
+
+
+def test_connection_lost_before_any_text_is_retried(server):
+    server.push(Stream("never seen", disconnect_after=0), Stream("Second try."))
+    run, events = start(model_for(server))
+    record = run.wait(30)
+    assert record.status == "success"
+    assert record.output == "Second try."
+    assert "connection lost" in of(events, ev.Retrying)[0].reason
+
+
+def test_retry_after_longer_than_max_wait_is_an_error_not_a_wait(server):
+    server.push(Status(429, "Daily quota", headers={"Retry-After": "3600"}))
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "error"
+    assert "3600" in record.error
+    assert "max_retry_wait_s" in record.error
+    assert len(server.requests) == 1
+
+
+def test_retry_after_forms():
+    assert _retry_after({"retry-after": "2"}) == 2.0
+    assert _retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert _retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
+    assert _retry_after({"retry-after": "soon"}) is None
+    assert _retry_after({}) is None
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_bad_key_gives_a_readable_error_that_never_shows_the_key():
+    with OpenAIServer(api_key="sk-the-right-one") as server:  # its 401 echoes the key it got
+        model = model_for(server)
+        run, events = start(model)
+        record = run.wait(30)
+    assert record.status == "error"
+    assert "401" in record.error
+    assert "API key" in record.error
+    assert "OPENAI_API_KEY" in record.error
+    assert len(server.requests) == 1  # a bad key is not retried
+    assert FAKE_KEY in server.requests[0].headers["authorization"]  # it was sent, and echoed back
+    with pytest.raises(nbagent.ModelError) as caught:
+        record.raise_for_status()
+    agent = nbagent.Agent(model)
+    for text in (
+        record.error,
+        str(record),
+        repr(record),
+        record._repr_html_(),
+        repr(dataclasses.asdict(record)),
+        str(caught.value),
+        repr(caught.value),
+        repr(model),
+        repr(vars(model)),
+        repr(agent),
+        *(repr(e) for e in events),
+    ):
+        assert FAKE_KEY not in text
+
+
+def test_key_never_appears_in_retry_notices_or_records(server):
+    server.push(
+        Status(429, f"Slow down, {FAKE_KEY}", headers={"Retry-After": "0"}),
+        Stream("fine", usage=(3, 1)),
+    )
+    run, events = start(model_for(server))
+    record = run.wait(30)
+    assert record.status == "success"
+    retry = of(events, ev.Retrying)[0]
+    assert FAKE_KEY not in retry.reason
+    for text in (str(record), repr(record), record._repr_html_(), *(repr(e) for e in events)):
+        assert FAKE_KEY not in text
+
+
+def test_unknown_model_is_a_clear_404(server):
+    server.models = {"real-model"}
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "error"
+    assert "404" in record.error
+    assert "test-model" in record.error
+    assert "base_url" in record.error
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ('{"id": "cut", "choices": [{"delta": {"content": "oo', "not JSON"),
+        ("42", "got int"),
+        ('{"choices": "none"}', "'choices' is not a list"),
+        ('{"choices": [{"index": 0, "delta": "text"}]}', "got str"),
+        ('{"choices": [{"index": 0, "delta": {"content": 5}}]}', "'content' is a int"),
+        ('{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": 7}]}}]}', "got int"),
+    ],
+    ids=["not-json", "number", "choices", "delta", "content", "tool-call"],
+)
+def test_malformed_chunk_is_a_clear_error_and_keeps_the_text(server, data, says):
+    server.push(Stream("alpha beta gamma delta", malformed_after=2, malformed=data))
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "error"
+    assert "malformed chunk" in record.error
+    assert says in record.error
+    assert record.steps[0].model_output == "alpha beta"
+    assert len(server.requests) == 1
+
+
+def test_error_event_inside_the_stream_is_reported(server):
+    server.push(Stream("alpha beta", malformed_after=1, malformed='{"error": {"message": "model crashed"}}'))
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "error"
+    assert "reported an error mid-stream after 5 characters of reply: model crashed" in record.error
+
+
+def test_content_sent_as_a_list_of_parts_is_text(server):
+    parts = '{"choices": [{"index": 0, "delta": {"content": [{"type": "text", "text": " parts"}]}}]}'
+    server.push(Stream("text in here", malformed_after=2, malformed=parts))
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "success"
+    assert record.output == "text in parts here"
+
+
+def test_server_closing_mid_stream_keeps_the_text_so_far(server):
+    server.push(Stream("one two three four five", disconnect_after=3))
+    record = start(model_for(server))[0].wait(30)
+    assert record.status == "error"
+    assert record.error_type == "ModelError"
+    assert "closed the connection mid-stream" in record.error
+    assert record.steps[0].model_output == "one two three"
+    assert record.steps[0].usage_source == "unknown"
+    assert len(server.requests) == 1  # text already reached the user: a retry would repeat it
+
+
+def test_a_silent_server_times_out_with_a_clear_error(server):
+    server.push(Stream("first then nothing", stall_after=1))
+    record = start(model_for(server, timeout=1.0))[0].wait(30)
+    assert record.status == "error"
+    assert "timed out" in record.error
+    assert record.steps[0].model_output == "first"
+    request = server.requests[0]
+    server.wait_until(lambda: request.disconnected is not None)
+
+
+def test_unreachable_server_is_retried_then_a_clear_error():
+    with OpenAIServer() as server:
+        base_url = server.base_url  # a port nobody listens on once the server is closed
+    model = OpenAIChatModel("m", base_url=base_url, max_retries=1)
+    run, events = start(model)
+    record = run.wait(30)
+    assert record.status == "error"
+    assert "cannot reach the server" in record.error
+    assert len(of(events, ev.Retrying)) == 1
+
+
+# -- Stop --------------------------------------------------------------------------------------
+
+
+def test_stop_mid_stream_drops_the_connection_and_keeps_the_text(server):
+    server.push(Stream(LONG_TEXT, tokens_per_s=SLOW))
+    run, _ = start(model_for(server))
+    server.wait_until(lambda: server.requests and server.requests[0].tokens_sent >= 3)
+    wait_until(lambda: run.live_text(1).count("word") >= 3)
+    assert run.interrupt() is True
+    record = run.wait(30)
+    request = server.requests[0]
+    server.wait_until(lambda: request.disconnected is not None)
+    assert request.finished is None
+    assert record.status == "interrupted"
+    step = record.steps[0]
+    assert step.interrupted
+    assert step.model_output.startswith("word0 word1 word2")
+    assert LONG_TEXT.startswith(step.model_output)
+    assert (step.input_tokens, step.output_tokens, step.usage_source) == (None, None, "unknown")
+
+
+def test_stop_before_the_first_byte_drops_the_connection(server):
+    server.push(Stream("late", headers_after_s=60))
+    run, _ = start(model_for(server))
+    server.wait_until(lambda: len(server.requests) == 1)
+    run.interrupt()
+    record = run.wait(30)
+    assert record.status == "interrupted"
+    request = server.requests[0]
+    server.wait_until(lambda: request.disconnected is not None)
+
+
+def test_stop_during_a_backoff_ends_the_run_at_once(server):
+    server.default = Status(503, "Overloaded", headers={"Retry-After": "50"})
+    run, events = start(model_for(server))
+    wait_until(lambda: of(events, ev.Retrying))
+    run.interrupt()
+    record = run.wait(20)  # well before the 50 s backoff would end
+    assert record.status == "interrupted"
+    assert record.steps[0].retries == 1
+    assert len(server.requests) == 1
+
+
+def test_closing_the_stream_early_drops_the_connection(server):
+    model = model_for(server)
+    server.push(Stream("warm up"), Stream(LONG_TEXT, tokens_per_s=SLOW))
+    assert nbagent.run(nbagent.Agent(model), "go", display=False).output == "warm up"  # on the runner's loop
+
+    async def read_two_pieces_then_stop() -> list[str]:  # on another loop: the model gets a client for it
+        pieces: list[str] = []
+        async with aclosing(model.stream([{"role": "user", "content": "hi"}], [])) as parts:
+            async for part in parts:
+                if isinstance(part, ModelText):
+                    pieces.append(part.text)
+                if len(pieces) == 2:
+                    break
+        request = server.requests[1]
+        await asyncio.to_thread(server.wait_until, lambda: request.disconnected is not None)
+        return pieces
+
+    assert asyncio.run(read_two_pieces_then_stop()) == ["word0", " word1"]
+
+
+def test_many_stops_leak_no_connections(server):
+    model = model_for(server)
+    agent = nbagent.Agent(model)
+    for i in range(30):
+        # Half the stops land mid-stream, half while waiting for the response headers.
+        server.push(Stream(LONG_TEXT, tokens_per_s=SLOW) if i % 2 else Stream("x", headers_after_s=60))
+        run = nbagent.start(agent, "go", display=False)
+        server.wait_until(lambda i=i: len(server.requests) == i + 1)
+        request = server.requests[i]
+        if i % 2:
+            server.wait_until(lambda r=request: r.tokens_sent >= 1)
+        run.interrupt()
+        assert run.wait(30).status == "interrupted"
+        server.wait_until(lambda r=request: r.disconnected is not None)
+    server.wait_until(lambda: server.open_connections == 0)
+    assert server.connections_opened == 30
+    # The pool still works: a run that ends normally keeps its connection for the next one.
+    server.push(Stream("first"), Stream("second"))
+    assert nbagent.run(agent, "go", display=False).output == "first"
+    assert nbagent.run(agent, "go", display=False).output == "second"
+    assert server.connections_opened == 31
+    assert server.open_connections == 1
+
+
+# -- construction ------------------------------------------------------------------------------
+
+
+def test_name_is_the_model_id_and_repr_hides_the_key(server):
+    model = model_for(server)
+    assert model.name == "test-model"
+    assert repr(model) == f"OpenAIChatModel('test-model', base_url='{server.base_url}')"
+    assert nbagent.Agent(model).model_name == "test-model"
+
+
+def test_a_given_client_is_used_and_its_retries_become_visible(server):
+    import openai
+
+    client = openai.AsyncOpenAI(api_key=FAKE_KEY, base_url=server.base_url, max_retries=5)
+    server.push(Status(500, "hiccup", headers={"Retry-After": "0"}), Stream("via the given client"))
+    model = OpenAIChatModel("test-model", client=client)
+    assert model.base_url == server.base_url
+    run, events = start(model)
+    assert run.wait(30).output == "via the given client"
+    assert len(of(events, ev.Retrying)) == 1  # the client's own retry would have been invisible
+    assert len(server.requests) == 2
+
+
+def test_openai_without_a_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(nbagent.ModelError, match="OPENAI_API_KEY"):
+        OpenAIChatModel("gpt-4.1-mini")
+
+
+def test_local_server_needs_no_key(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.push(Stream("local"))
+    model = OpenAIChatModel("qwen3:8b", base_url=server.base_url)
+    assert nbagent.run(nbagent.Agent(model), "hi", display=False).output == "local"
+
+
+def test_missing_openai_package_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(ImportError, match=r"nbagent\[openai\]"):
+        OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
