@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from . import history
 from .agent import Agent
 from .cancel import check_interrupt
@@ -15,6 +18,21 @@ from .tools import Tool, tool
 
 __version__ = "0.1.0"
 
+# Analytics load on first use, so ``import nbagent`` does not import pandas.
+_LAZY = {"RunStore": "store", "runs_frame": "frames", "steps_frame": "frames", "tool_calls_frame": "frames"}
+_SUBMODULES = {"analysis", "cost", "frames", "plots", "store"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
+
+
 __all__ = [
     "Agent",
     "AgentError",
@@ -23,6 +41,7 @@ __all__ = [
     "ModelError",
     "Run",
     "RunRecord",
+    "RunStore",
     "StepRecord",
     "Tool",
     "ToolCall",
@@ -35,6 +54,9 @@ __all__ = [
     "history",
     "interrupt_all",
     "run",
+    "runs_frame",
     "start",
+    "steps_frame",
     "tool",
+    "tool_calls_frame",
 ]

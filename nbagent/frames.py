@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -97,7 +98,8 @@ TOOL_CALL_COLUMNS: dict[str, str] = {
 Records = Iterable[RunRecord] | RunRecord
 
 
-def _as_list(records: Records) -> list[RunRecord]:
+def as_records(records: Records) -> list[RunRecord]:
+    """A list of records from one record or any iterable of them."""
     return [records] if isinstance(records, RunRecord) else list(records)
 
 
@@ -109,9 +111,8 @@ def _floats(values: Sequence[float | None]) -> np.ndarray:
     return np.array(values, dtype=np.float64) if len(values) else np.empty(0, dtype=np.float64)
 
 
-def _counts(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
-    """Nullable Int64 from ints and Nones. Goes through float64, exact for counts below 2**53."""
-    floats = _floats(values)
+def _counts(floats: np.ndarray) -> pd.arrays.IntegerArray:
+    """Nullable Int64 from float64 counts, NaN meaning unknown (exact for counts below 2**53)."""
     mask = np.isnan(floats)
     return pd.arrays.IntegerArray(np.where(mask, 0, floats).astype(np.int64), mask)
 
@@ -136,8 +137,13 @@ def _flags(values: Sequence[bool]) -> Any:
 
 
 def _times(values: Sequence[datetime | None]) -> Any:
-    """datetime64[ns, UTC]; None becomes NaT; aware times are converted to UTC, naive ones taken as UTC."""
-    return pd.array(values, dtype="datetime64[ns, UTC]")
+    """datetime64[ns, UTC]; None becomes NaT, aware times are converted to UTC, naive ones taken as UTC."""
+    try:
+        index = pd.DatetimeIndex(values)
+    except (TypeError, ValueError):  # time zones of several kinds in one column: the slower, general path
+        return pd.array(values, dtype="datetime64[ns, UTC]")
+    index = index.tz_localize("UTC") if index.tz is None else index.tz_convert("UTC")
+    return index.as_unit("ns").array
 
 
 def _durations(start: Sequence[float], end: Sequence[float | None]) -> pd.arrays.FloatingArray:
@@ -149,11 +155,6 @@ def _repeat(run_ids: list[str], counts: list[int]) -> Any:
     return _texts(run_ids).take(np.repeat(np.arange(len(run_ids)), counts))
 
 
-def _frame(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
-    frame = pd.DataFrame(columns, columns=list(dtypes))
-    return frame.astype(dtypes, copy=False) if len(frame) == 0 else frame
-
-
 def _pull(items: Sequence[Any], name: str) -> list[Any]:
     return list(map(attrgetter(name), items))
 
@@ -163,8 +164,8 @@ def _pull(items: Sequence[Any], name: str) -> list[Any]:
 
 def runs_frame(records: Records) -> pd.DataFrame:
     """One row per run (see the module docstring for the columns)."""
-    runs = _as_list(records)
-    from .cost import run_cost_or_na
+    runs = as_records(records)
+    from .cost import record_cost
 
     columns: dict[str, Any] = {
         "run_id": _texts(_pull(runs, "run_id")),
@@ -176,27 +177,23 @@ def runs_frame(records: Records) -> pd.DataFrame:
         "ended_at": _times(_pull(runs, "ended_at")),
         "duration_s": _measures(_floats(_pull(runs, "duration_s"))),
         "n_steps": _ints([len(r.steps) for r in runs]),
-        "input_tokens": _counts(_pull(runs, "input_tokens")),
-        "output_tokens": _counts(_pull(runs, "output_tokens")),
-        "total_tokens": _counts(_pull(runs, "total_tokens")),
+        "input_tokens": _counts(_floats(_pull(runs, "input_tokens"))),
+        "output_tokens": _counts(_floats(_pull(runs, "output_tokens"))),
+        "total_tokens": _counts(_floats(_pull(runs, "total_tokens"))),
         "usage_complete": _flags(_pull(runs, "usage_complete")),
-        "cost_usd": _measures(_floats([run_cost_or_na(r) for r in runs])),
+        "cost_usd": _measures(_floats([record_cost(r) for r in runs])),
         "error": _texts(_pull(runs, "error")),
     }
-    return _frame(columns, RUN_COLUMNS)
+    return pd.DataFrame(columns, copy=False)
 
 
 def steps_frame(records: Records) -> pd.DataFrame:
     """One row per step of every run (see the module docstring for the columns)."""
-    runs = _as_list(records)
+    runs = as_records(records)
     counts = [len(r.steps) for r in runs]
     steps: list[StepRecord] = [step for run in runs for step in run.steps]
-    input_tokens = _counts(_pull(steps, "input_tokens"))
-    output_tokens = _counts(_pull(steps, "output_tokens"))
-    # A step's total is known only when both parts are (StepRecord.total_tokens says the same).
-    total_tokens = pd.arrays.IntegerArray(
-        input_tokens._data + output_tokens._data, input_tokens._mask | output_tokens._mask
-    )
+    input_tokens = _floats(_pull(steps, "input_tokens"))
+    output_tokens = _floats(_pull(steps, "output_tokens"))
     columns: dict[str, Any] = {
         "run_id": _repeat(_pull(runs, "run_id"), counts),
         "step": _ints(_pull(steps, "number")),
@@ -204,15 +201,20 @@ def steps_frame(records: Records) -> pd.DataFrame:
         "started_at": _times(_pull(steps, "started_at")),
         "ended_at": _times(_pull(steps, "ended_at")),
         "duration_s": _durations(_pull(steps, "start_s"), _pull(steps, "end_s")),
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "total_tokens": total_tokens,
+        "input_tokens": _counts(input_tokens),
+        "output_tokens": _counts(output_tokens),
+        # Known only when both parts are (NaN propagates), as StepRecord.total_tokens says.
+        "total_tokens": _counts(input_tokens + output_tokens),
         "usage_source": _texts(_pull(steps, "usage_source")),
-        "n_tool_calls": _ints([len(s.tool_calls) for s in steps]),
+        "n_tool_calls": _ints(list(map(len, _pull(steps, "tool_calls")))),
         "interrupted": _flags(_pull(steps, "interrupted")),
         "error": _texts(_pull(steps, "error")),
     }
-    return _frame(columns, STEP_COLUMNS)
+    return pd.DataFrame(columns, copy=False)
+
+
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False, default=str)
+"""One encoder for every call: ``json.dumps`` with options would build a new one each time."""
 
 
 def arguments_text(arguments: Any) -> str | None:
@@ -220,33 +222,29 @@ def arguments_text(arguments: Any) -> str | None:
     if arguments is None or isinstance(arguments, str):
         return arguments
     try:
-        return json.dumps(arguments, ensure_ascii=False, default=str)
+        return _ARGUMENTS.encode(arguments)
     except (TypeError, ValueError):
         return repr(arguments)
 
 
 def tool_calls_frame(records: Records) -> pd.DataFrame:
     """One row per tool call of every step of every run (see the module docstring for the columns)."""
-    runs = _as_list(records)
-    calls: list[ToolCallRecord] = []
-    step_numbers: list[int] = []
-    counts: list[int] = []
-    for run in runs:
-        before = len(calls)
-        for step in run.steps:
-            calls.extend(step.tool_calls)
-            step_numbers.extend([step.number] * len(step.tool_calls))
-        counts.append(len(calls) - before)
+    runs = as_records(records)
+    steps: list[StepRecord] = [step for run in runs for step in run.steps]
+    lists: list[list[ToolCallRecord]] = _pull(steps, "tool_calls")
+    per_step = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    calls: list[ToolCallRecord] = list(chain.from_iterable(lists))
+    run_of_step = np.repeat(np.arange(len(runs)), [len(r.steps) for r in runs])
     columns: dict[str, Any] = {
-        "run_id": _repeat(_pull(runs, "run_id"), counts),
-        "step": _ints(step_numbers),
+        "run_id": _texts(_pull(runs, "run_id")).take(np.repeat(run_of_step, per_step)),
+        "step": _ints(np.repeat(np.array(_pull(steps, "number"), dtype=np.int64), per_step)),
         "call_id": _texts(_pull(calls, "call_id")),
         "tool": _texts(_pull(calls, "tool")),
-        "arguments": _texts([arguments_text(c.arguments) for c in calls]),
+        "arguments": _texts(list(map(arguments_text, _pull(calls, "arguments")))),
         "started_at": _times(_pull(calls, "started_at")),
         "ended_at": _times(_pull(calls, "ended_at")),
         "duration_s": _durations(_pull(calls, "start_s"), _pull(calls, "end_s")),
         "status": _texts(_pull(calls, "status")),
         "error": _texts(_pull(calls, "error")),
     }
-    return _frame(columns, TOOL_CALL_COLUMNS)
+    return pd.DataFrame(columns, copy=False)

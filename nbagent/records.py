@@ -273,6 +273,11 @@ class Recorder:
             e.error_type,
         )
 
+    @property
+    def live(self) -> RunRecord | None:
+        """The record being built, not a copy: for sinks on the loop thread, between events."""
+        return self._record
+
     def snapshot(self) -> RunRecord | None:
         """An independent copy of the record as it stands now (``None`` before the run started)."""
         with self._lock:

@@ -252,6 +252,7 @@ class Run:
         )
         record = self._recorder.snapshot()
         assert record is not None
+        record.cost_usd = _cost_of(record)
         self._final = record
         with _live_lock:
             _live_runs.discard(self)
@@ -340,6 +341,17 @@ def interrupt_all(mode: InterruptMode = "now") -> int:
 def live_runs() -> list[Run]:
     with _live_lock:
         return list(_live_runs)
+
+
+def _cost_of(record: RunRecord) -> float | None:
+    """The run's cost when the ``cost`` extra can price its model; a pricing failure never fails a run."""
+    from .cost import record_cost
+
+    try:
+        return record_cost(record)
+    except Exception as exc:
+        logger.warning("nbagent: could not price run %s: %s", record.run_id, describe(exc))
+        return None
 
 
 def _in_kernel() -> bool:
