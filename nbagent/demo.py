@@ -100,24 +100,25 @@ async def lookup_fact(topic: str) -> str:
 _EXPRESSION = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s*(?:\*\*|//|[-+*/%x×])\s*)+\d+(?:\.\d+)?")
 
 
-def _last_results(messages: list[Message]) -> dict[str, str]:
-    """The latest result of each tool in the conversation since the last user turn."""
+def _tool_results(messages: list[Message]) -> dict[str, str]:
+    """The latest result of each tool in the conversation (a continued run keeps earlier ones)."""
     names: dict[str, str] = {}
     results: dict[str, str] = {}
     for message in messages:
-        if message["role"] == "user":
-            names, results = {}, {}
         for call in message.get("tool_calls") or ():
             names[call["id"]] = call["function"]["name"]
-        if message["role"] == "tool":
+        if message["role"] == "tool" and not str(message["content"]).startswith("Interrupted"):
             results[names.get(message["tool_call_id"], "?")] = str(message["content"])
     return results
 
 
 def demo_policy(messages: list[Message]) -> Reply:
-    """Decide the next reply from the conversation so far (the demo model's whole "mind")."""
-    task = next(m["content"] for m in reversed(messages) if m["role"] == "user")
-    done = _last_results(messages)
+    """Decide the next reply from the conversation so far (the demo model's whole "mind").
+
+    It reads every user turn, so "go on" after a Stop continues the earlier task where it stopped.
+    """
+    task = " ".join(str(m["content"]) for m in messages if m["role"] == "user")
+    done = _tool_results(messages)
     expression = _EXPRESSION.search(task)
     wants_prime = "prime" in task.lower()
     topics = [name for name in _facts() if name in task.lower() and name != "prime"]

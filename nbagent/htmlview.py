@@ -1,12 +1,319 @@
-"""Static HTML rendering of a run record (a saved notebook shows it without widget state)."""
+"""Static HTML of a run: the pieces the live view updates, and a whole ``RunRecord`` at once.
+
+One renderer serves two callers. The live widget view (``nbagent.live``) puts ``head_html``,
+``summary_html`` and one ``step_html`` per step into separate HTML widgets, so a tick re-sends only
+the piece that changed; ``record_html`` joins the same pieces into one page fragment for
+``RunRecord._repr_html_`` and for the final state a saved notebook keeps.
+
+Every string that came from a model, a tool or the user is ``html.escape``d here and nowhere
+else, and long values are clipped for the eye (the record keeps them whole). Colours come from
+JupyterLab's CSS variables, with fallbacks that read on light and dark pages alike.
+
+Each step has a small time bar showing where it sits in the run. Its position is CSS arithmetic
+on three custom properties: the step's own ``--nbagent-start`` and ``--nbagent-span`` (seconds),
+and the run's ``--nbagent-total`` set once on the container. The live view moves only the total,
+so a finished step's HTML never has to be sent again while the run grows.
+"""
 
 from __future__ import annotations
 
 import html
+import json
+from collections.abc import Iterable
+from typing import Any
 
-from .records import RunRecord
-from .textview import record_text
+from . import events as ev
+from .records import RunRecord, StepRecord, ToolCallRecord
+from .textview import shorten
+
+TEXT_HEAD = 600
+TEXT_TAIL = 2400
+"""A step's model text shows at most its first ``TEXT_HEAD`` and last ``TEXT_TAIL`` characters."""
+TASK_LIMIT = 400
+ARGUMENTS_LIMIT = 200
+RESULT_LIMIT = 300
+ERROR_LIMIT = 600
+ANSWER_LIMIT = 600
+
+STATUS_LABELS = {
+    "running": "● running",
+    "success": "✓ success",
+    "interrupted": "■ interrupted",
+    "error": "✗ error",
+    "max_steps": "■ max steps",
+    "unfinished": "? unfinished",
+}
+
+STYLE = """<style>
+.nbagent-run { border: 1px solid var(--jp-border-color2, rgba(128,128,128,.35)); border-radius: 6px;
+  max-width: 960px; margin: 4px 0; overflow: hidden; box-sizing: border-box;
+  font-family: var(--jp-ui-font-family, -apple-system, "Segoe UI", Roboto, sans-serif);
+  font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); line-height: 1.45; }
+.nbagent-run .widget-html, .nbagent-run .widget-box { margin: 0; }
+.nbagent-run .widget-html-content { line-height: 1.45; font-size: inherit; }
+.nbagent-head { display: flex; align-items: center; gap: 8px; padding: 6px 12px; flex-wrap: wrap;
+  background: var(--jp-layout-color2, rgba(128,128,128,.08));
+  border-bottom: 1px solid var(--jp-border-color2, rgba(128,128,128,.35)); }
+.nbagent-head .widget-html { flex: 1 1 auto; }
+.nbagent-title { font-weight: 600; }
+.nbagent-dim { color: var(--jp-ui-font-color2, inherit); opacity: .85; }
+.nbagent-badge { border-radius: 10px; padding: 1px 9px; font-size: 12px; font-weight: 600;
+  white-space: nowrap; }
+.nbagent-running { color: var(--jp-info-color1, #0b61a4); background: rgba(33,150,243,.14); }
+.nbagent-success { color: var(--jp-success-color1, #1b6e20); background: rgba(76,175,80,.15); }
+.nbagent-interrupted, .nbagent-max_steps, .nbagent-unfinished {
+  color: var(--jp-warn-color1, #a65c00); background: rgba(255,152,0,.16); }
+.nbagent-error-badge { color: var(--jp-error-color1, #b71c1c); background: rgba(244,67,54,.14); }
+.nbagent-spacer { flex: 1; }
+.nbagent-button { font: inherit; font-size: 12px; border-radius: 3px; padding: 2px 10px;
+  border: 1px solid var(--jp-border-color1, rgba(128,128,128,.6));
+  background: var(--jp-layout-color1, transparent); color: inherit; }
+.nbagent-run .jupyter-button { width: auto; height: 26px; margin: 0; padding: 0 10px; font-size: 12px;
+  border: 1px solid var(--jp-border-color1, rgba(128,128,128,.6)); border-radius: 3px;
+  background: var(--jp-layout-color1, transparent); color: var(--jp-ui-font-color1, inherit);
+  box-shadow: none; }
+.nbagent-run .nbagent-stop, .nbagent-run .jupyter-button.nbagent-stop {
+  border-color: var(--jp-error-color1, #c62828); color: var(--jp-error-color1, #c62828); }
+.nbagent-run .jupyter-button:disabled, .nbagent-button:disabled { opacity: .45; }
+.nbagent-summary { padding: 6px 12px 8px; }
+.nbagent-step { border-top: 1px solid var(--jp-border-color3, rgba(128,128,128,.2)); padding: 6px 12px 8px; }
+.nbagent-stephead { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+.nbagent-stephead > b { min-width: 3.6em; }
+.nbagent-kind { min-width: 6.2em; }
+.nbagent-bar { position: relative; display: inline-block; height: 6px; width: 220px; border-radius: 3px;
+  flex: none; background: var(--jp-border-color2, rgba(128,128,128,.25)); }
+.nbagent-bar > span { position: absolute; top: 0; height: 6px; border-radius: 3px; min-width: 2px;
+  background: var(--jp-brand-color2, #64b5f6);
+  left: calc(var(--nbagent-start) / var(--nbagent-total) * 100%);
+  width: calc(var(--nbagent-span) / var(--nbagent-total) * 100%); }
+.nbagent-bar > span.nbagent-live {
+  width: calc((var(--nbagent-total) - var(--nbagent-start)) / var(--nbagent-total) * 100%); }
+.nbagent-bar > span.nbagent-cut { background: var(--jp-warn-color2, #ffb74d); }
+.nbagent-bar > span.nbagent-failed { background: var(--jp-error-color2, #e57373); }
+.nbagent-text { white-space: pre-wrap; overflow-wrap: anywhere; margin: 4px 0 2px;
+  font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); font-size: 12px; }
+.nbagent-tool { font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); font-size: 12px;
+  margin: 3px 0 0; overflow-wrap: anywhere; }
+.nbagent-ok { color: var(--jp-success-color1, #1b6e20); }
+.nbagent-warn { color: var(--jp-warn-color1, #a65c00); }
+.nbagent-error { color: var(--jp-error-color1, #b71c1c); overflow-wrap: anywhere; }
+.nbagent-note { font-size: 12px; margin: 3px 0 0; }
+.nbagent-clipped { color: var(--jp-ui-font-color2, inherit); opacity: .7; font-style: italic; }
+.nbagent-foot { color: var(--jp-ui-font-color2, inherit); opacity: .85; font-size: 12px; }
+.nbagent-cursor { display: inline-block; width: 7px; height: 13px; vertical-align: text-bottom;
+  background: var(--jp-info-color1, #0b61a4); }
+</style>"""
 
 
-def record_html(record: RunRecord) -> str:
-    return f"<pre>{html.escape(record_text(record))}</pre>"
+def esc(value: Any) -> str:
+    """``value`` as escaped HTML text (``str`` of anything else)."""
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: ``12 ms``, ``1.6 s``, ``2 min 05 s``."""
+    if value is None:
+        return "?"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(round(value), 60)
+    return f"{minutes} min {rest:02d} s"
+
+
+def tokens(input_tokens: int | None, output_tokens: int | None) -> str:
+    """``180 in / 32 out``; an unknown count shows as ``?``, never as 0."""
+    if input_tokens is None and output_tokens is None:
+        return "tokens unknown"
+    return f"{count(input_tokens)} in / {count(output_tokens)} out"
+
+
+def count(n: int | None) -> str:
+    """``1,024``, or ``?`` for an unknown count."""
+    return "?" if n is None else f"{n:,}"
+
+
+def arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as they would be written in a call: ``n=391, mode="fast"``."""
+    if isinstance(arguments, dict):
+        return ", ".join(f"{name}={json.dumps(value, default=str)}" for name, value in arguments.items())
+    return arguments if isinstance(arguments, str) else repr(arguments)
+
+
+def clipped_text(text: str, head: int = TEXT_HEAD, tail: int = TEXT_TAIL) -> str:
+    """Escaped ``text``; when longer than ``head + tail`` its middle becomes a marker."""
+    if len(text) <= head + tail:
+        return esc(text)
+    hidden = len(text) - head - tail
+    marker = (
+        f'<span class="nbagent-clipped">[… {hidden:,} characters not shown; the record has them all …]</span>'
+    )
+    return f"{esc(text[:head])}{marker}{esc(text[-tail:])}"
+
+
+def _bar(step: StepRecord) -> str:
+    start = f"--nbagent-start:{step.start_s:.3f}"
+    if step.end_s is None:
+        return f'<span class="nbagent-bar"><span class="nbagent-live" style="{start}"></span></span>'
+    state = "nbagent-cut" if step.interrupted else "nbagent-failed" if step.error else "nbagent-done"
+    span = f"--nbagent-span:{max(step.end_s - step.start_s, 0.0):.3f}"
+    return f'<span class="nbagent-bar"><span class="{state}" style="{start};{span}"></span></span>'
+
+
+def _tool_call(call: ToolCallRecord) -> str:
+    head = f"▸ {esc(call.tool)}({esc(shorten(arguments_text(call.arguments), ARGUMENTS_LIMIT))})"
+    if call.status is None:
+        outcome = '<span class="nbagent-dim">… running</span>'
+    elif call.status == "ok":
+        outcome = f'<span class="nbagent-ok">→ {esc(shorten(call.result, RESULT_LIMIT))}</span>'
+    elif call.status == "error":
+        outcome = f'<span class="nbagent-error">✗ {esc(shorten(call.error or "error", ERROR_LIMIT))}</span>'
+    else:  # cancelled by a Stop, or abandoned: a sync tool that did not stop in time
+        why = f": {call.error}" if call.status == "abandoned" and call.error else ""
+        outcome = f'<span class="nbagent-warn">■ {esc(call.status)}{esc(why)}</span>'
+    took = "" if call.duration_s is None else f' <span class="nbagent-dim">{seconds(call.duration_s)}</span>'
+    return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
+
+
+def step_html(step: StepRecord, *, text: str | None = None, retry: ev.Retrying | None = None) -> str:
+    """One step's panel. ``text`` is the model text so far (default: ``step.model_output``);
+    ``retry`` is the latest retry notice of a step still running. A step without ``end_s`` is
+    drawn as running."""
+    running = step.end_s is None
+    text = step.model_output if text is None else text
+    kind = "final answer" if step.kind == "final" else step.kind
+    if running:
+        foot = "running…"
+        if step.input_tokens is not None or step.output_tokens is not None:
+            foot += f" · {tokens(step.input_tokens, step.output_tokens)}"
+    else:
+        cut = "cut at " if step.interrupted else ""
+        foot = f"{cut}{seconds(step.duration_s)} · {tokens(step.input_tokens, step.output_tokens)}"
+        if step.retries:
+            foot += f" · retried {step.retries}×"
+    parts = [
+        f'<div class="nbagent-step"><div class="nbagent-stephead"><b>Step {step.number}</b> '
+        f'<span class="nbagent-dim nbagent-kind">{esc(kind)}</span> {_bar(step)} '
+        f'<span class="nbagent-foot">{esc(foot)}</span></div>'
+    ]
+    if text:
+        cursor = '<span class="nbagent-cursor"></span>' if running and not step.tool_calls else ""
+        parts.append(f'<div class="nbagent-text">{clipped_text(text)}{cursor}</div>')
+    parts.extend(_tool_call(call) for call in step.tool_calls)
+    if running and retry is not None:
+        parts.append(
+            f'<div class="nbagent-note nbagent-warn">↻ retrying in {retry.delay_s:.1f} s '
+            f"(attempt {retry.attempt}): {esc(shorten(retry.reason, ERROR_LIMIT))}</div>"
+        )
+    if step.error:
+        parts.append(
+            f'<div class="nbagent-note nbagent-error">✗ {esc(shorten(step.error, ERROR_LIMIT))}</div>'
+        )
+    if step.interrupted:
+        parts.append('<div class="nbagent-note nbagent-warn">■ stopped here</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def head_html(
+    agent: str, model: str, status: str, elapsed_s: float | None, *, stopping: str | None = None
+) -> str:
+    """The title line: agent, model, status badge, elapsed time (and a pending stop, if any)."""
+    badge = "nbagent-error-badge" if status == "error" else f"nbagent-{esc(status)}"
+    label = STATUS_LABELS.get(status, status)
+    if elapsed_s is None:
+        clock = ""
+    elif status == "running":
+        clock = seconds(elapsed_s)
+    else:
+        clock = f"{'in' if status == 'success' else 'after'} {seconds(elapsed_s)}"
+    parts = [
+        f'<span class="nbagent-title">{esc(agent)}</span> <span class="nbagent-dim">· {esc(model)}</span> '
+        f'<span class="nbagent-badge {badge}">{esc(label)}</span> <span class="nbagent-dim">{clock}</span>'
+    ]
+    if stopping:
+        parts.append(f' <span class="nbagent-warn">· {esc(stopping)}</span>')
+    return "".join(parts)
+
+
+def summary_html(
+    task: str,
+    *,
+    steps: int,
+    cut: int = 0,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    unknown_usage: int = 0,
+    cost_usd: float | None = None,
+    error: str | None = None,
+    answer: Any = None,
+) -> str:
+    """The task, the totals so far, and the run's error or answer once there is one."""
+    stats = f"{steps} step{'' if steps == 1 else 's'}" + (f" ({cut} cut)" if cut else "")
+    if input_tokens is None and output_tokens is None:
+        if steps:
+            stats += " · tokens unknown"
+    else:
+        stats += f" · {count(input_tokens)} tokens in · {count(output_tokens)} out"
+        if unknown_usage:
+            stats += f" ({unknown_usage} step{'' if unknown_usage == 1 else 's'} unknown)"
+    if cost_usd is not None:
+        stats += f" · cost ${cost_usd:.4f}" + ("+" if unknown_usage else "")
+    parts = [
+        f'<div class="nbagent-summary"><div><b>Task</b> {esc(shorten(task, TASK_LIMIT))}</div>'
+        f'<div class="nbagent-dim">{esc(stats)}</div>'
+    ]
+    if error:
+        parts.append(f'<div class="nbagent-error">✗ {esc(shorten(error, ERROR_LIMIT))}</div>')
+    if answer is not None:
+        parts.append(f"<div><b>Answer</b> {esc(shorten(answer, ANSWER_LIMIT))}</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def buttons_html() -> str:
+    """The Stop buttons as the final state shows them: disabled."""
+    return (
+        '<button class="nbagent-button nbagent-stop" disabled>■ Stop</button> '
+        '<button class="nbagent-button" disabled>Stop after step</button>'
+    )
+
+
+def total_style(total_s: float | None) -> str:
+    """The run's length for the step bars (never zero: it divides)."""
+    return f"--nbagent-total:{max(total_s or 0.0, 0.001):.3f}"
+
+
+def record_summary(record: RunRecord) -> str:
+    """``summary_html`` of a whole record."""
+    usage_unknown = sum(1 for s in record.steps if s.input_tokens is None or s.output_tokens is None)
+    return summary_html(
+        record.task,
+        steps=len(record.steps),
+        cut=sum(1 for s in record.steps if s.interrupted),
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        unknown_usage=usage_unknown,
+        cost_usd=record.cost_usd,
+        error=record.error if record.status in ("error", "max_steps", "unfinished") else None,
+        answer=record.output if record.status == "success" else None,
+    )
+
+
+def record_html(record: RunRecord, *, controls: bool = False, style: bool = True) -> str:
+    """A whole run as one static HTML fragment. ``controls`` draws the (disabled) Stop buttons, so
+    the final state of a live view looks the same once its widgets are gone."""
+    if record.duration_s is not None:
+        total = record.duration_s
+    else:
+        total = max((s.end_s or s.start_s for s in record.steps), default=0.0)
+    head = head_html(record.agent, record.model, str(record.status), record.duration_s)
+    if controls:
+        head = f'<span>{head}</span><span class="nbagent-spacer"></span>{buttons_html()}'
+    body: Iterable[str] = (step_html(step) for step in record.steps)
+    return (
+        f"{STYLE if style else ''}"
+        f'<div class="nbagent-run" style="{total_style(total)}">'
+        f'<div class="nbagent-head">{head}</div>{record_summary(record)}{"".join(body)}</div>'
+    )

@@ -247,13 +247,15 @@ class Run:
             output, error, error_type = None, "interrupted by the user", "AgentInterrupted"
         if hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
             task.uncancel()  # the cancel was ours and is handled; the record is the result
-        self._emit(
-            ev.RunFinished(self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type)
+        finished = ev.RunFinished(
+            self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type
         )
+        self._recorder.apply(finished)
         record = self._recorder.snapshot()
         assert record is not None
         record.cost_usd = _cost_of(record)
-        self._final = record
+        self._final = record  # before any sink shows the end, so the handle never lags the view
+        self._fan_out(finished)
         with _live_lock:
             _live_runs.discard(self)
         history.add(record)

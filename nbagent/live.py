@@ -1,0 +1,346 @@
+"""The live notebook view of a run: ipywidgets kept up to date by a sink on the runner's thread.
+
+Like ``tqdm.notebook`` over ``tqdm``, this is a thin layer over the runner. ``LiveView`` is a sink
+(it receives every event, in order, on the runner's loop thread) and owns a plain widget tree::
+
+    VBox .nbagent-run  [HTML <style>, HBox .nbagent-head [HTML head, Stop, Stop after step],
+                        HTML summary, VBox [HTML step 1, HTML step 2, ...]]
+
+Rules that keep it fast and safe:
+
+- One writer. After construction only the runner's loop thread touches the widgets: events update
+  a small state, and a flush scheduled with ``loop.call_later`` writes the widgets. The click
+  handlers run on whatever thread the kernel delivers the click on and do one thing: call
+  ``run.interrupt(...)``, which is thread-safe.
+- Coalesced. Events only mark state dirty; a flush runs about ten times a second however fast
+  tokens stream, and sends only what changed: the header (its clock), the summary when the totals
+  moved, and the HTML of the current step. A finished step is rendered once and then frozen, so a
+  flush costs O(current step), not O(run); its time bar follows the run's length through a CSS
+  variable the header carries (see ``nbagent.htmlview``).
+- Final. ``RunFinished`` flushes at once from the run's final record: the badge shows the end
+  state, errors stay on screen in red, the buttons are disabled. When the view was displayed, its
+  output is then replaced by the same picture as static HTML, so a saved notebook shows the final
+  state without needing widget state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from . import events as ev
+from .htmlview import STYLE, head_html, record_html, record_summary, step_html, summary_html, total_style
+from .records import RunRecord, StepRecord, ToolCallRecord
+from .textview import record_text
+
+if TYPE_CHECKING:
+    from .runner import Run
+
+logger = logging.getLogger("nbagent")
+
+WIDGET_MIMETYPE = "application/vnd.jupyter.widget-view+json"
+INTERVAL_S = 0.1
+"""Seconds between two flushes of a view: about ten updates a second."""
+
+
+@dataclass
+class _Panel:
+    """The live state of one step and the widget that shows it."""
+
+    step: StepRecord
+    pieces: list[str] = field(default_factory=list)
+    retry: ev.Retrying | None = None
+    widget: widgets.HTML | None = None
+
+    def html(self) -> str:
+        text = "".join(self.pieces) if self.step.end_s is None else None
+        return step_html(self.step, text=text, retry=self.retry)
+
+
+class LiveView:
+    """The widget view of one run, and the sink that keeps it current.
+
+    Build it before the run starts and add it with ``run.add_sink(view)``; ``display()`` shows it.
+    ``widget`` is the whole view; ``head``, ``summary``, ``steps`` (one HTML per step),
+    ``stop_button`` and ``after_step_button`` are its parts, to read, not to write. ``loop`` and
+    ``clock`` exist for tests: by default the runner's loop and ``time.perf_counter`` (the clock
+    events are stamped with).
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if loop is None:
+            from .runner import runner_loop
+
+            loop = runner_loop()
+        self.run = run
+        self._loop = loop
+        self._clock = clock
+        self.display_id = f"nbagent-{run.run_id}"
+        self._displayed = False
+        self._agent = str(getattr(run.source, "name", type(run.agent).__name__))
+        self._model = str(run.source.model_name)
+        self._task = run.task
+        self._t0: float | None = None
+        self._started_at = datetime.now(timezone.utc)
+        self._panels: dict[int, _Panel] = {}
+        """Steps not frozen yet: the current one, and any finished since the last flush."""
+        self._dirty: set[int] = set()
+        self._calls: dict[str, ToolCallRecord] = {}
+        self._step_count = 0
+        self._cut = 0
+        self._unknown_usage = 0
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._finished = False
+        self._broken = False
+
+        self.head = widgets.HTML(self._head_value("running", None))
+        self.stop_button = widgets.Button(
+            description="Stop", icon="stop", tooltip="Stop the run now, mid model call or tool"
+        )
+        self.stop_button.add_class("nbagent-stop")
+        self.after_step_button = widgets.Button(
+            description="Stop after step", tooltip="Let the current step finish, then stop"
+        )
+        self.stop_button.on_click(self._on_stop)
+        self.after_step_button.on_click(self._on_stop_after_step)
+        header = widgets.HBox([self.head, self.stop_button, self.after_step_button])
+        header.add_class("nbagent-head")
+        self.summary = widgets.HTML(summary_html(self._task, steps=0))
+        self.steps = widgets.VBox([])
+        style = widgets.HTML(STYLE, layout=widgets.Layout(display="none"))
+        self.widget = widgets.VBox([style, header, self.summary, self.steps])
+        self.widget.add_class("nbagent-run")
+        self.widget.add_class(f"nbagent-run-{run.run_id}")
+
+    # -- clicks: any thread; they only signal the run's cancel scope --------------------------
+
+    def _on_stop(self, _button: widgets.Button) -> None:
+        self.run.interrupt("now")
+
+    def _on_stop_after_step(self, _button: widgets.Button) -> None:
+        self.run.interrupt("after_step")
+
+    # -- display ---------------------------------------------------------------------------
+
+    def mimebundle(self) -> dict[str, Any]:
+        """The widget, with static fallbacks for front ends that cannot render widgets."""
+        not_started = RunRecord(self.run.run_id, self._task, self._agent, self._model, self._started_at)
+        return {
+            WIDGET_MIMETYPE: {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id},
+            "text/html": record_html(not_started),
+            "text/plain": f"nbagent run {self.run.run_id} ({self._agent}): running",
+        }
+
+    def display(self) -> None:
+        """Show the view in the current output (in a Jupyter kernel)."""
+        from IPython.display import display
+
+        display(self.mimebundle(), raw=True, display_id=self.display_id)
+        self._displayed = True
+
+    def _replace_display(self, record: RunRecord) -> None:
+        # The widget gives way to static HTML that looks the same, so a notebook saved from here
+        # on shows the final state without widget state. Front ends route the update by display
+        # id: JupyterLab to the cell that showed the view (until that cell runs again), nbclient
+        # only when the message names the cell it is running now. The run's task inherited the
+        # starting cell's context, whose parent header names that cell, so publish from an empty
+        # context: the kernel then uses the header of the request it is handling now.
+        from IPython.display import update_display
+
+        bundle = {"text/html": record_html(record, controls=True), "text/plain": record_text(record)}
+        contextvars.Context().run(update_display, bundle, raw=True, display_id=self.display_id)
+
+    # -- the sink: the runner's loop thread ------------------------------------------------
+
+    def __call__(self, event: ev.RunEvent) -> None:
+        kind = type(event)
+        panel = self._panels.get(event.step)
+        if kind is ev.TextDelta:
+            if panel is not None:
+                panel.pieces.append(event.text)  # type: ignore[attr-defined]
+                self._dirty.add(event.step)
+        elif kind is ev.StepStarted:
+            self._step_started(event)  # type: ignore[arg-type]
+        elif kind is ev.ToolCallStarted:
+            self._call_started(event)  # type: ignore[arg-type]
+        elif kind is ev.ToolCallFinished:
+            self._call_finished(event)  # type: ignore[arg-type]
+        elif kind is ev.Usage:
+            self._usage(event)  # type: ignore[arg-type]
+        elif kind is ev.Retrying:
+            if panel is not None:
+                panel.retry = event  # type: ignore[assignment]
+                panel.step.retries += 1
+                self._dirty.add(event.step)
+        elif kind is ev.StepFinished:
+            self._step_finished(event)  # type: ignore[arg-type]
+        elif kind is ev.RunStarted:
+            self._t0 = event.t
+            self._started_at = event.started_at  # type: ignore[attr-defined]
+            self._agent, self._model = event.agent, event.model  # type: ignore[attr-defined]
+        elif kind is ev.RunFinished:
+            self._run_finished()
+            return
+        self._schedule()
+
+    def _offset(self, t: float) -> float:
+        return t - (self._t0 if self._t0 is not None else t)
+
+    def _step_started(self, e: ev.StepStarted) -> None:
+        offset = self._offset(e.t)
+        step = StepRecord(e.step, e.kind, self._started_at + timedelta(seconds=offset), offset)
+        self._panels[e.step] = _Panel(step)
+        self._dirty.add(e.step)
+        self._step_count += 1
+
+    def _call_started(self, e: ev.ToolCallStarted) -> None:
+        panel = self._panels.get(e.step)
+        if panel is None:
+            return
+        call = ToolCallRecord(e.call_id, e.tool, e.arguments, panel.step.started_at, self._offset(e.t))
+        panel.step.tool_calls.append(call)
+        self._calls[e.call_id] = call
+        self._dirty.add(e.step)
+
+    def _call_finished(self, e: ev.ToolCallFinished) -> None:
+        call = self._calls.pop(e.call_id, None)
+        if call is None:
+            return
+        call.status, call.result, call.error, call.end_s = e.status, e.result, e.error, self._offset(e.t)
+        if e.step in self._panels:
+            self._dirty.add(e.step)
+
+    def _usage(self, e: ev.Usage) -> None:
+        if e.input_tokens is not None:
+            self._input_tokens = (self._input_tokens or 0) + e.input_tokens
+        if e.output_tokens is not None:
+            self._output_tokens = (self._output_tokens or 0) + e.output_tokens
+        panel = self._panels.get(e.step)
+        if panel is None:
+            return
+        step = panel.step
+        if e.input_tokens is not None:
+            step.input_tokens = (step.input_tokens or 0) + e.input_tokens
+        if e.output_tokens is not None:
+            step.output_tokens = (step.output_tokens or 0) + e.output_tokens
+        self._dirty.add(e.step)
+
+    def _step_finished(self, e: ev.StepFinished) -> None:
+        panel = self._panels.get(e.step)
+        if panel is None or panel.step.end_s is not None:
+            return
+        step = panel.step
+        step.end_s = self._offset(e.t)
+        step.model_output = e.model_output if e.model_output is not None else "".join(panel.pieces)
+        step.kind = e.kind or step.kind
+        step.error, step.interrupted = e.error, e.interrupted
+        self._cut += e.interrupted
+        self._unknown_usage += step.input_tokens is None or step.output_tokens is None
+        self._dirty.add(e.step)
+
+    def _schedule(self) -> None:
+        if self._timer is None and not self._finished:
+            self._timer = self._loop.call_later(INTERVAL_S, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._finished:
+            return
+        self._write(self._clock())
+        if not self._broken:
+            self._schedule()  # the header's clock keeps moving while the run is live
+
+    # -- writing the widgets ---------------------------------------------------------------
+
+    def _head_value(self, status: str, elapsed_s: float | None, stopping: str | None = None) -> str:
+        bar_scale = f"<style>.nbagent-run-{self.run.run_id}{{{total_style(elapsed_s)}}}</style>"
+        return bar_scale + head_html(self._agent, self._model, status, elapsed_s, stopping=stopping)
+
+    def _set(self, widget: widgets.HTML, value: str) -> None:
+        if widget.value != value:
+            widget.value = value
+
+    def _write(self, now: float, record: RunRecord | None = None) -> None:
+        """Send what changed since the last write. Never raises: a broken front end must not
+        break the run, so the first failure is logged and the view stops updating."""
+        if self._broken:
+            return
+        try:
+            self._write_widgets(now, record)
+        except Exception:
+            self._broken = True
+            logger.exception("nbagent: the live view of run %s stopped updating", self.run.run_id)
+
+    def _write_widgets(self, now: float, record: RunRecord | None) -> None:
+        if record is None:
+            scope, stopping = self.run.scope, None
+            if scope.interrupted:
+                stopping = "stopping…"
+            elif scope.stop_after_step:
+                stopping = "stopping after this step…"
+            elapsed = self._offset(now) if self._t0 is not None else None
+            self._set(self.head, self._head_value("running", elapsed, stopping))
+            summary = summary_html(
+                self._task,
+                steps=self._step_count,
+                cut=self._cut,
+                input_tokens=self._input_tokens,
+                output_tokens=self._output_tokens,
+                unknown_usage=self._unknown_usage,
+            )
+        else:
+            self._set(self.head, self._head_value(str(record.status), record.duration_s))
+            summary = record_summary(record)
+        self._set(self.summary, summary)
+        new: list[widgets.HTML] = []
+        for number in sorted(self._dirty):
+            panel = self._panels[number]
+            if panel.widget is None:
+                panel.widget = widgets.HTML(panel.html())
+                new.append(panel.widget)
+            else:
+                self._set(panel.widget, panel.html())
+            if panel.step.end_s is not None:
+                del self._panels[number]  # frozen: never rendered again
+        self._dirty.clear()
+        if new:
+            self.steps.children = (*self.steps.children, *new)
+
+    def _run_finished(self) -> None:
+        self._finished = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        record = self.run.record  # the recorder has folded RunFinished: it closed what was open
+        if record is None:
+            return
+        for step in record.steps[len(record.steps) - len(self._panels) :]:
+            if step.number in self._panels:  # the open step, as the recorder closed it
+                self._panels[step.number].step = step
+                self._dirty.add(step.number)
+        self._write(self._clock(), record)
+        if self._broken:
+            return
+        try:
+            self.stop_button.disabled = True
+            self.after_step_button.disabled = True
+            if self._displayed:
+                self._replace_display(record)
+        except Exception:
+            logger.exception("nbagent: could not show the final state of run %s", self.run.run_id)

@@ -1,0 +1,196 @@
+"""The Stop buttons in a real kernel, clicked exactly as a browser clicks them.
+
+Each test starts runs in a real ipykernel (``KernelDriver``), finds the run's view from the
+widget display, clicks with a ``comm_msg`` on the shell channel, and checks both the record (from
+a follow-up cell) and what the view shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kernel_support import Execution, KernelDriver, html_problems, html_text
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+
+SETUP = r'''
+import nbagent
+from nbagent.models import Reply, ScriptedModel, ToolCall
+
+@nbagent.tool
+def echo(text: str) -> str:
+    """Echo the text.
+
+    Args:
+        text: what to echo
+    """
+    return text
+
+@nbagent.tool
+def fail(text: str) -> str:
+    """Always fails.
+
+    Args:
+        text: the error message
+    """
+    raise ValueError(text)
+
+def talker(steps=3, words=300, tokens_per_s=150.0, name="talker"):
+    """Each step streams `words` words, then calls echo; a final answer after `steps` steps."""
+    turns = [Reply("word " * words, [ToolCall("echo", {"text": f"call {i}"})]) for i in range(steps)]
+    model = ScriptedModel([*turns, "done"], tokens_per_s=tokens_per_s, first_token_s=0.0)
+    return nbagent.Agent(model, tools=[echo, fail], name=name)
+'''
+
+CORPUS = [
+    "<script>alert('x')</script>",
+    '<img src=x onerror="alert(1)">',
+    "</div></div></div><div onclick=alert(2)>owned",
+    "</style><style>*{display:none}</style>",
+    '"><svg onload=alert(3)>',
+]
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory) -> Iterator[KernelDriver]:
+    with KernelDriver.start(cwd=str(tmp_path_factory.mktemp("kernel"))) as driver:
+        driver.execute(SETUP)
+        yield driver
+
+
+def start_view(kernel: KernelDriver, code: str) -> tuple[Execution, str]:
+    execution = kernel.execute(code)
+    return execution, execution.widget_view()
+
+
+def shown(kernel: KernelDriver, view: str) -> str:
+    return html_text(kernel.widgets.text_under(view))
+
+
+def final_display(kernel: KernelDriver, display_id: str) -> dict:
+    """The bundle of the last update of ``display_id`` (the static final state)."""
+    updates = [
+        r.content["data"]
+        for r in kernel.received
+        if r.type == "update_display_data" and r.content.get("transient", {}).get("display_id") == display_id
+    ]
+    assert updates, f"no update for display {display_id}"
+    return updates[-1]
+
+
+def kernel_errors(kernel: KernelDriver, since: int) -> list[str]:
+    """Tracebacks and stderr the kernel published after message ``since``."""
+    return [
+        r.content.get("text", "") or r.content.get("evalue", "")
+        for r in kernel.received[since:]
+        if r.type == "error" or (r.type == "stream" and r.content["name"] == "stderr")
+    ]
+
+
+def _view_of(kernel: KernelDriver, msg_id: str) -> str | None:
+    try:
+        return Execution(msg_id, {}, kernel.outputs_of(msg_id)).widget_view()
+    except LookupError:
+        return None
+
+
+def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
+    execution, view = start_view(kernel, "run = nbagent.start(talker(), 'talk')")
+    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.click(stop)
+    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    code = "r = await run\ncut = r.steps[-1]\nprint(r.status, cut.interrupted, len(cut.model_output))"
+    status, interrupted, said = kernel.execute(code).stdout.split()
+    assert (status, interrupted) == ("interrupted", "True")
+    assert 0 < int(said) < len("word " * 300)  # cut mid-stream
+    assert "stopped here" in shown(kernel, view)
+    assert kernel.widgets.states[stop]["disabled"] is True
+    final = final_display(kernel, execution.display_id())
+    assert "■ interrupted" in html_text(final["text/html"])
+    assert "application/vnd.jupyter.widget-view+json" not in final
+
+
+def test_stop_after_step_button_lets_the_step_finish(kernel: KernelDriver) -> None:
+    _, view = start_view(kernel, "run = nbagent.start(talker(words=100), 'talk')")
+    after = kernel.widgets.find_under(view, "ButtonModel", description="Stop after step")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.click(after)
+    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    out = kernel.execute(
+        "r = await run\n"
+        "print(r.status, len(r.steps), any(s.interrupted for s in r.steps), {c.status for c in r.tool_calls})"
+    ).stdout
+    status, steps, any_cut, *calls = out.split()
+    assert (status, any_cut, calls) == ("interrupted", "False", ["{'ok'}"])
+    assert int(steps) < 3  # it stopped before the script's end, at a step boundary
+    assert any("stopping after this step" in v for v in kernel.widgets.values_ever(view))
+
+
+def test_a_second_click_and_a_click_on_the_other_button_change_nothing(kernel: KernelDriver) -> None:
+    since = len(kernel.received)
+    _, view = start_view(kernel, "run = nbagent.start(talker(), 'talk')")
+    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
+    after = kernel.widgets.find_under(view, "ButtonModel", description="Stop after step")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.click(stop)
+    kernel.click(stop)
+    kernel.click(after)
+    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    kernel.click(stop)
+    out = kernel.execute("r = await run; print(r.status, r.steps[-1].interrupted, run.interrupt())").stdout
+    assert out.split() == ["interrupted", "True", "False"]
+    assert kernel_errors(kernel, since) == []
+
+
+def test_a_click_after_the_end_changes_nothing(kernel: KernelDriver) -> None:
+    since = len(kernel.received)
+    code = "run = nbagent.start(talker(steps=1, tokens_per_s=1e6), 'quick')\nr = await run"
+    _, view = start_view(kernel, code)
+    assert "✓ success" in shown(kernel, view)
+    kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop"))
+    kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop after step"))
+    out = kernel.execute("print(run.status, run.record.status, r.status, r.output)").stdout
+    assert out.split() == ["success", "success", "success", "done"]
+    assert "✓ success" in shown(kernel, view)
+    assert kernel_errors(kernel, since) == []
+
+
+def test_jupyter_interrupt_stops_a_blocking_run_and_the_cell_gets_the_record(kernel: KernelDriver) -> None:
+    msg_id = kernel.submit("r = nbagent.run(talker(words=2000), 'talk for long')")
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view of the blocking run")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.interrupt()
+    execution = kernel.result(msg_id, timeout=60)
+    assert execution.reply["status"] == "ok"  # the cell ends normally, with the record
+    out = kernel.execute("print(r.status, r.steps[-1].interrupted, r.error)").stdout
+    assert out.split()[:2] == ["interrupted", "True"]
+    assert "■ interrupted" in shown(kernel, view)
+    assert "■ interrupted" in html_text(final_display(kernel, execution.display_id())["text/html"])
+
+
+def test_injection_corpus_appears_escaped_in_every_widget_value(kernel: KernelDriver) -> None:
+    payload = " ".join(CORPUS)
+    code = f"""
+payload = {payload!r}
+turns = [
+    Reply(payload, [ToolCall("echo", {{"text": payload}})]),
+    Reply(payload, [ToolCall("fail", {{"text": payload}}), ToolCall(payload, "{{")]),
+    payload,
+]
+model = ScriptedModel(turns, tokens_per_s=400, first_token_s=0.0, name=payload)
+run = nbagent.start(nbagent.Agent(model, tools=[echo, fail], name=payload), payload)
+r = await run
+"""
+    execution, view = start_view(kernel, code)
+    assert "✓ success" in shown(kernel, view)
+    values = list(kernel.widgets.values_ever(view))
+    assert len(values) > 10
+    for value in values:
+        assert html_problems(value) == [], value
+    final = final_display(kernel, execution.display_id())["text/html"]
+    assert html_problems(final) == []
+    for piece in CORPUS:
+        assert piece in shown(kernel, view)
+        assert piece in html_text(final)
