@@ -30,15 +30,15 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from . import events as ev
 from .htmlview import STYLE, head_html, record_html, record_summary, step_html, summary_html, total_style
-from .records import RunRecord, StepRecord, ToolCallRecord
+from .records import RunRecord
 from .textview import record_text
 
 if TYPE_CHECKING:
@@ -53,16 +53,11 @@ INTERVAL_S = 0.1
 
 @dataclass
 class _Panel:
-    """The live state of one step and the widget that shows it."""
+    """The widget of one step not frozen yet, and its latest retry notice."""
 
-    step: StepRecord
-    pieces: list[str] = field(default_factory=list)
+    number: int
     retry: ev.Retrying | None = None
     widget: widgets.HTML | None = None
-
-    def html(self) -> str:
-        text = "".join(self.pieces) if self.step.end_s is None else None
-        return step_html(self.step, text=text, retry=self.retry)
 
 
 class LiveView:
@@ -99,12 +94,6 @@ class LiveView:
         self._panels: dict[int, _Panel] = {}
         """Steps not frozen yet: the current one, and any finished since the last flush."""
         self._dirty: set[int] = set()
-        self._calls: dict[str, ToolCallRecord] = {}
-        self._step_count = 0
-        self._cut = 0
-        self._unknown_usage = 0
-        self._input_tokens: int | None = None
-        self._output_tokens: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._finished = False
         self._broken = False
@@ -169,27 +158,13 @@ class LiveView:
     # -- the sink: the runner's loop thread ------------------------------------------------
 
     def __call__(self, event: ev.RunEvent) -> None:
+        # The run's Recorder has already folded this event (the runner applies it before any
+        # sink); the view only notes which step to redraw and reads the step back when it writes.
         kind = type(event)
-        panel = self._panels.get(event.step)
-        if kind is ev.TextDelta:
-            if panel is not None:
-                panel.pieces.append(event.text)  # type: ignore[attr-defined]
-                self._dirty.add(event.step)
-        elif kind is ev.StepStarted:
-            self._step_started(event)  # type: ignore[arg-type]
-        elif kind is ev.ToolCallStarted:
-            self._call_started(event)  # type: ignore[arg-type]
-        elif kind is ev.ToolCallFinished:
-            self._call_finished(event)  # type: ignore[arg-type]
-        elif kind is ev.Usage:
-            self._usage(event)  # type: ignore[arg-type]
-        elif kind is ev.Retrying:
-            if panel is not None:
-                panel.retry = event  # type: ignore[assignment]
-                panel.step.retries += 1
-                self._dirty.add(event.step)
-        elif kind is ev.StepFinished:
-            self._step_finished(event)  # type: ignore[arg-type]
+        if kind is ev.StepStarted:
+            self._panels[event.step] = _Panel(event.step)
+        elif kind is ev.Retrying and event.step in self._panels:
+            self._panels[event.step].retry = event  # type: ignore[assignment]
         elif kind is ev.RunStarted:
             self._t0 = event.t
             self._started_at = event.started_at  # type: ignore[attr-defined]
@@ -197,62 +172,12 @@ class LiveView:
         elif kind is ev.RunFinished:
             self._run_finished()
             return
+        if event.step in self._panels:
+            self._dirty.add(event.step)
         self._schedule()
 
     def _offset(self, t: float) -> float:
         return t - (self._t0 if self._t0 is not None else t)
-
-    def _step_started(self, e: ev.StepStarted) -> None:
-        offset = self._offset(e.t)
-        step = StepRecord(e.step, e.kind, self._started_at + timedelta(seconds=offset), offset)
-        self._panels[e.step] = _Panel(step)
-        self._dirty.add(e.step)
-        self._step_count += 1
-
-    def _call_started(self, e: ev.ToolCallStarted) -> None:
-        panel = self._panels.get(e.step)
-        if panel is None:
-            return
-        call = ToolCallRecord(e.call_id, e.tool, e.arguments, panel.step.started_at, self._offset(e.t))
-        panel.step.tool_calls.append(call)
-        self._calls[e.call_id] = call
-        self._dirty.add(e.step)
-
-    def _call_finished(self, e: ev.ToolCallFinished) -> None:
-        call = self._calls.pop(e.call_id, None)
-        if call is None:
-            return
-        call.status, call.result, call.error, call.end_s = e.status, e.result, e.error, self._offset(e.t)
-        if e.step in self._panels:
-            self._dirty.add(e.step)
-
-    def _usage(self, e: ev.Usage) -> None:
-        if e.input_tokens is not None:
-            self._input_tokens = (self._input_tokens or 0) + e.input_tokens
-        if e.output_tokens is not None:
-            self._output_tokens = (self._output_tokens or 0) + e.output_tokens
-        panel = self._panels.get(e.step)
-        if panel is None:
-            return
-        step = panel.step
-        if e.input_tokens is not None:
-            step.input_tokens = (step.input_tokens or 0) + e.input_tokens
-        if e.output_tokens is not None:
-            step.output_tokens = (step.output_tokens or 0) + e.output_tokens
-        self._dirty.add(e.step)
-
-    def _step_finished(self, e: ev.StepFinished) -> None:
-        panel = self._panels.get(e.step)
-        if panel is None or panel.step.end_s is not None:
-            return
-        step = panel.step
-        step.end_s = self._offset(e.t)
-        step.model_output = e.model_output if e.model_output is not None else "".join(panel.pieces)
-        step.kind = e.kind or step.kind
-        step.error, step.interrupted = e.error, e.interrupted
-        self._cut += e.interrupted
-        self._unknown_usage += step.input_tokens is None or step.output_tokens is None
-        self._dirty.add(e.step)
 
     def _schedule(self) -> None:
         if self._timer is None and not self._finished:
@@ -288,6 +213,7 @@ class LiveView:
             logger.exception("nbagent: the live view of run %s stopped updating", self.run.run_id)
 
     def _write_widgets(self, now: float, record: RunRecord | None) -> None:
+        live = self.run.live_record()
         if record is None:
             scope, stopping = self.run.scope, None
             if scope.interrupted:
@@ -298,25 +224,33 @@ class LiveView:
             self._set(self.head, self._head_value("running", elapsed, stopping))
             summary = summary_html(
                 self._task,
-                steps=self._step_count,
-                cut=self._cut,
-                input_tokens=self._input_tokens,
-                output_tokens=self._output_tokens,
-                unknown_usage=self._unknown_usage,
+                steps=len(live.steps),
+                cut=sum(s.interrupted for s in live.steps),
+                input_tokens=live.input_tokens,
+                output_tokens=live.output_tokens,
+                unknown_usage=sum(s.end_s is not None and s.total_tokens is None for s in live.steps),
             )
         else:
+            live = record
             self._set(self.head, self._head_value(str(record.status), record.duration_s))
             summary = record_summary(record)
         self._set(self.summary, summary)
+        steps = {s.number: s for s in live.steps[-len(self._panels) :]} if self._panels else {}
         new: list[widgets.HTML] = []
         for number in sorted(self._dirty):
-            panel = self._panels[number]
+            panel, step = self._panels[number], steps[number]
+            running = step.end_s is None
+            html = step_html(
+                step,
+                text=self.run.live_text(number) if running else None,
+                retry=panel.retry if running else None,
+            )
             if panel.widget is None:
-                panel.widget = widgets.HTML(panel.html())
+                panel.widget = widgets.HTML(html)
                 new.append(panel.widget)
             else:
-                self._set(panel.widget, panel.html())
-            if panel.step.end_s is not None:
+                self._set(panel.widget, html)
+            if not running:
                 del self._panels[number]  # frozen: never rendered again
         self._dirty.clear()
         if new:
@@ -328,12 +262,7 @@ class LiveView:
             self._timer.cancel()
             self._timer = None
         record = self.run.record  # the recorder has folded RunFinished: it closed what was open
-        if record is None:
-            return
-        for step in record.steps[len(record.steps) - len(self._panels) :]:
-            if step.number in self._panels:  # the open step, as the recorder closed it
-                self._panels[step.number].step = step
-                self._dirty.add(step.number)
+        self._dirty.update(self._panels)
         self._write(self._clock(), record)
         if self._broken:
             return

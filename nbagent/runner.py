@@ -149,6 +149,14 @@ class Run:
             raise RuntimeError("the run has not been started")
         return snapshot
 
+    def live_record(self) -> RunRecord:
+        """The record being built, not a copy. Only for sinks, on the runner's thread, between
+        events: elsewhere use ``record``, a consistent snapshot."""
+        live = self._recorder.live
+        if live is None:
+            raise RuntimeError("the run has not been started")
+        return live
+
     def live_text(self, step: int) -> str:
         """The text the model has streamed so far in ``step``."""
         return self._recorder.live_text(step)

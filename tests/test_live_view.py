@@ -78,7 +78,9 @@ class Feed:
         self.view, self.run, self.clock, self.step = view, run, clock, 0
 
     def send(self, cls, *fields, **named) -> None:
-        self.view(cls(self.run.run_id, self.step, self.clock.now, *fields, **named))
+        event = cls(self.run.run_id, self.step, self.clock.now, *fields, **named)
+        self.run._recorder.apply(event)  # as the runner does: the recorder first, then the sinks
+        self.view(event)
 
     def start(self) -> None:
         self.send(ev.RunStarted, self.run.task, "agent", "model", datetime.now(timezone.utc))
