@@ -12,6 +12,17 @@ import nbagent
 from nbagent.models import ScriptedModel
 
 
+@nbagent.tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
+
+
 def wait_until(condition: Callable[[], object], timeout: float = 20.0, interval: float = 0.002) -> None:
     """Poll ``condition`` until it is true; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -9,22 +9,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conftest import wait_until
+from conftest import add, wait_until
 
 import nbagent
 from nbagent.models import ScriptedModel, ToolCall
 from nbagent.records import RunRecord
-
-
-@nbagent.tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first.
-        b: the second.
-    """
-    return a + b
 
 
 @nbagent.tool

@@ -13,7 +13,7 @@ import sys
 from contextlib import aclosing
 
 import pytest
-from conftest import wait_until
+from conftest import add, wait_until
 from openai_server import OpenAIServer, Status, Stream, StreamedCall
 
 import nbagent
@@ -24,17 +24,6 @@ from nbagent.models.openai import _Reply, _retry_after
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))
 FAKE_KEY = "sk-nbagent-test-7f3a9c1e5b2d4f6a8e0c"
-
-
-@nbagent.tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first.
-        b: the second.
-    """
-    return a + b
 
 
 @pytest.fixture

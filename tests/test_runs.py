@@ -10,22 +10,11 @@ import time
 from datetime import timezone
 
 import pytest
-from conftest import fast_model, run_threads, wait_until
+from conftest import add, fast_model, run_threads, wait_until
 
 import nbagent
 from nbagent import events as ev
 from nbagent.models import Reply, ScriptedModel, ToolCall
-
-
-@nbagent.tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first.
-        b: the second.
-    """
-    return a + b
 
 
 def test_success_record_is_complete():
