@@ -6,6 +6,7 @@ import importlib
 from typing import Any
 
 from . import history
+from .adapters.smolagents import records_from_smolagents
 from .agent import Agent
 from .cancel import check_interrupt
 from .config import configure
@@ -53,6 +54,7 @@ __all__ = [
     "demo_agent",
     "history",
     "interrupt_all",
+    "records_from_smolagents",
     "run",
     "runs_frame",
     "start",

@@ -70,6 +70,7 @@ class _LoopThread:
                 cls._thread.start()
                 ready.wait()
                 cls._loop = loop
+                _warm_up_pricing()
             return cls._loop
 
 
@@ -351,6 +352,17 @@ def interrupt_all(mode: InterruptMode = "now") -> int:
 def live_runs() -> list[Run]:
     with _live_lock:
         return list(_live_runs)
+
+
+def _warm_up_pricing() -> None:
+    """Import the price library off the loop thread, once: importing it on the loop at the end of
+    the first run would hold that run's record (and any Stop) for a few hundred milliseconds."""
+    import importlib.util
+
+    if importlib.util.find_spec("genai_prices") is not None:
+        threading.Thread(
+            target=importlib.import_module, args=("genai_prices",), name="nbagent-warmup", daemon=True
+        ).start()
 
 
 def _cost_of(record: RunRecord) -> float | None:
