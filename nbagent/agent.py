@@ -62,6 +62,7 @@ class Agent:
         self.max_steps = max_steps
         self.name = name or "Agent"
         self.memory: list[Message] = []
+        self._turn: asyncio.Lock | None = None
 
     @property
     def model_name(self) -> str:
@@ -75,7 +76,17 @@ class Agent:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
 
     async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any:
-        """Run ``task`` to its end, reporting through ``ctx``. Returns the final answer."""
+        """Run ``task`` to its end, reporting through ``ctx``. Returns the final answer.
+
+        Runs of one agent take turns: a run started while an interrupted one is still unwinding
+        (answering its cut tool calls) waits for it, so the memory stays a valid chat.
+        """
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            return await self._drive(task, ctx, reset)
+
+    async def _drive(self, task: str, ctx: RunContext, reset: bool) -> Any:
         if reset or not self.memory:
             self.reset()
         self.memory.append({"role": "user", "content": task})
@@ -138,6 +149,8 @@ class Agent:
                 result = await self._run_tool(ctx, call)
                 self.memory.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 answered.add(call.id)
+                if ctx.scope.interrupted:  # a Stop that landed as the tool returned still stops
+                    raise asyncio.CancelledError()
         finally:
             # Every tool call the model made needs an answer, or the next request is invalid.
             for call in calls:

@@ -51,7 +51,12 @@ class CancelScope:
                 task.cancel()
 
     def interrupt(self, mode: InterruptMode = "now") -> bool:
-        """Ask the run to stop; True if the run was still live. Idempotent; any thread."""
+        """Ask the run to stop; True if the run was still live. Idempotent; any thread.
+
+        ``"now"`` returning True guarantees the run ends ``"interrupted"``. ``"after_step"`` stops
+        at the next step boundary; if the current step is the final answer the run ends
+        ``"success"``, as there is nothing left to stop.
+        """
         if mode not in ("now", "after_step"):
             raise ValueError(f"mode must be 'now' or 'after_step', not {mode!r}")
         with self._lock:

@@ -106,7 +106,7 @@ class RunRecord:
     @property
     def usage_complete(self) -> bool:
         """True when every step's usage is known, so the totals are the whole truth."""
-        return all(s.input_tokens is not None and s.output_tokens is not None for s in self.steps)
+        return all(s.total_tokens is not None and s.usage_source != "unknown" for s in self.steps)
 
     @property
     def done(self) -> bool:
@@ -149,6 +149,15 @@ class RunRecord:
         return record_html(self)
 
 
+_SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
+
+
+def _add_known(total: int | None, part: int | None) -> int | None:
+    if part is None:
+        return total
+    return part if total is None else total + part
+
+
 class Recorder:
     """Folds the events of one run into a ``RunRecord``.
 
@@ -163,6 +172,7 @@ class Recorder:
         self._steps: dict[int, StepRecord] = {}
         self._text: dict[int, list[str]] = {}
         self._calls: dict[str, ToolCallRecord] = {}
+        self._usage_seen: set[int] = set()
 
     def _at(self, t: float) -> tuple[datetime, float]:
         offset = t - self._t0
@@ -226,13 +236,16 @@ class Recorder:
         step = self._steps.get(e.step)
         if step is None:
             return
-        # Several model calls in one step (retries, planning + action) add up; unknown stays unknown.
-        if e.input_tokens is not None:
-            step.input_tokens = (step.input_tokens or 0) + e.input_tokens
-        if e.output_tokens is not None:
-            step.output_tokens = (step.output_tokens or 0) + e.output_tokens
-        if e.source == "reported" or step.usage_source == "unknown":
-            step.usage_source = e.source
+        # Several model calls in one step add up their known counts; the step's source is the
+        # weakest of its parts, so one call of unknown usage marks the step's sum as partial.
+        first = e.step not in self._usage_seen
+        self._usage_seen.add(e.step)
+        step.input_tokens = _add_known(step.input_tokens, e.input_tokens)
+        step.output_tokens = _add_known(step.output_tokens, e.output_tokens)
+        unknown_part = e.input_tokens is None or e.output_tokens is None
+        source: ev.UsageSource = "unknown" if unknown_part else e.source
+        if first or _SOURCE_RANK[source] < _SOURCE_RANK[step.usage_source]:
+            step.usage_source = source
 
     def _close_step(self, step: StepRecord, t: float) -> None:
         step.ended_at, step.end_s = self._at(t)

@@ -118,6 +118,7 @@ class Run:
         self._future.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
         self._final: RunRecord | None = None
         self._started = False
+        self._submitted = False
 
     # -- control ---------------------------------------------------------------------------
 
@@ -229,6 +230,7 @@ class Run:
         with _live_lock:
             _live_runs.add(self)
         asyncio.run_coroutine_threadsafe(self._main(loop, started), loop)
+        self._submitted = True
 
     async def _main(self, loop: asyncio.AbstractEventLoop, started: ev.RunStarted) -> None:
         task = asyncio.current_task()
@@ -247,8 +249,26 @@ class Run:
             status = "interrupted"
         except MaxStepsReached as exc:
             status, error, error_type = "max_steps", describe(exc), "MaxStepsReached"
-        except Exception as exc:
+        except BaseException as exc:  # even SystemExit from a source must end as a record, not kill the loop
             status, error, error_type = "error", describe(exc), error_kind(exc)
+        try:
+            self._finish(task, ctx, status, output, error, error_type)
+        finally:
+            with _live_lock:
+                _live_runs.discard(self)
+            if not self._future.done():  # the end itself failed: still hand back what we know
+                self._final = self._final or self._recorder.snapshot()
+                self._future.set_result(self._final)  # type: ignore[arg-type]
+
+    def _finish(
+        self,
+        task: asyncio.Task[Any],
+        ctx: RunContext,
+        status: ev.RunStatus,
+        output: Any,
+        error: str | None,
+        error_type: str | None,
+    ) -> None:
         if self.scope.close():
             # An interrupt accepted before the end wins, even against a just-finished answer.
             status, error, error_type = "interrupted", None, None
@@ -326,6 +346,8 @@ def run(
         handle._start(runner_loop())
     except KeyboardInterrupt:  # pressed while the run was being launched: it must not run on unseen
         handle.interrupt()
+        if not handle._submitted:
+            raise  # it may never start, so there is no record to wait for
     return handle.wait()
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
-from .errors import ToolError
+from .errors import ToolError, describe
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -121,23 +121,50 @@ class Tool:
             raise ToolError(f"bad arguments for {self.name}: {'; '.join(problems)}", tool=self.name)
 
     async def acall(self, arguments: dict[str, Any]) -> Any:
-        """Run the tool with ``arguments`` on the current loop, honouring its timeout."""
+        """Run the tool with ``arguments`` on the current loop, honouring its timeout.
+
+        The timeout is enforced here, not with ``asyncio.wait_for``: on Python 3.11 ``wait_for``
+        can swallow a cancel that lands as the tool returns, and would report a timed-out sync
+        tool as cancelled.
+        """
         self.validate(arguments)
-        call = self.fn(**arguments) if self.is_async else _run_on_thread(self.fn, arguments, self.grace_s)
-        if self.timeout_s is None:
-            return await call
-        try:
-            return await asyncio.wait_for(call, self.timeout_s)
-        except asyncio.TimeoutError:
-            raise ToolError(f"{self.name} timed out after {self.timeout_s:g} s", tool=self.name) from None
+        if self.is_async:
+            return await _run_on_loop(self.fn(**arguments), self.timeout_s, self.name)
+        return await _run_on_thread(self.fn, arguments, self.grace_s, self.timeout_s, self.name)
 
 
 class ToolAbandoned(Exception):
     """A cancelled sync tool did not stop within its grace period; its thread was left to finish."""
 
 
-async def _run_on_thread(fn: Callable[..., Any], arguments: dict[str, Any], grace_s: float) -> Any:
-    """Run a sync function on its own daemon thread; a cancel gives it ``grace_s`` to stop, then leaves it."""
+def _timed_out(name: str, timeout_s: float, detail: str = "") -> ToolError:
+    return ToolError(f"{name} timed out after {timeout_s:g} s{detail}", tool=name)
+
+
+async def _run_on_loop(coro: Any, timeout_s: float | None, name: str) -> Any:
+    """Await an async tool as a task of its own, so a timeout can cancel it and a Stop always wins."""
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task})
+        raise _timed_out(name, timeout_s or 0.0)
+    return task.result()
+
+
+async def _run_on_thread(
+    fn: Callable[..., Any], arguments: dict[str, Any], grace_s: float, timeout_s: float | None, name: str
+) -> Any:
+    """Run a sync function on its own daemon thread.
+
+    A cancel gives the function ``grace_s`` to stop by itself (``check_interrupt``), then leaves
+    it; a timeout leaves it at once. Either way its late result is discarded.
+    """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()  # carries the run's cancel scope for check_interrupt()
@@ -153,20 +180,28 @@ async def _run_on_thread(fn: Callable[..., Any], arguments: dict[str, Any], grac
     def work() -> None:
         try:
             value, ok = context.run(fn, **arguments), True
-        except BaseException as exc:  # delivered to the awaiting coroutine, not lost on this thread
+        except Exception as exc:  # delivered to the awaiting coroutine, not lost on this thread
             value, ok = exc, False
+        except BaseException as exc:  # SystemExit and the like must not reach the runner's loop
+            value, ok = ToolError(f"{name} raised {describe(exc)}", tool=name), False
         with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits for this result
             loop.call_soon_threadsafe(deliver, ok, value)
 
-    threading.Thread(target=work, name=f"nbagent-tool-{getattr(fn, '__name__', 'tool')}", daemon=True).start()
+    threading.Thread(target=work, name=f"nbagent-tool-{name}", daemon=True).start()
     try:
-        return await asyncio.shield(future)
+        done, _ = await asyncio.wait({future}, timeout=timeout_s)
     except asyncio.CancelledError:
         done, _ = await asyncio.wait({future}, timeout=grace_s)
         if not done:
             future.cancel()
             raise ToolAbandoned() from None
+        if not future.cancelled():
+            future.exception()  # retrieved: the tool's own AgentInterrupted is expected, not news
         raise
+    if not done:
+        future.cancel()
+        raise _timed_out(name, timeout_s or 0.0, "; its thread was left to finish")
+    return future.result()
 
 
 @overload
