@@ -9,7 +9,7 @@ recorder derives every other UTC time from it, so clock jumps never reorder a ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -95,8 +95,10 @@ class StepFinished(RunEvent):
 
 @dataclass(frozen=True, slots=True)
 class RunFinished(RunEvent):
+    """The run ended. ``cost_usd`` is its price when the ``cost`` extra knows the model."""
+
     status: RunStatus
     output: Any = None
     error: str | None = None
     error_type: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float | None = None

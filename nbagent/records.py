@@ -279,12 +279,8 @@ class Recorder:
                 if e.status == "error":
                     step.error = e.error
         record.ended_at, record.duration_s = self._at(e.t)
-        record.status, record.output, record.error, record.error_type = (
-            e.status,
-            e.output,
-            e.error,
-            e.error_type,
-        )
+        record.status, record.output, record.error = e.status, e.output, e.error
+        record.error_type, record.cost_usd = e.error_type, e.cost_usd
 
     @property
     def live(self) -> RunRecord | None:

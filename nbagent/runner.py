@@ -253,12 +253,15 @@ class Run:
             status, error, error_type = "error", describe(exc), error_kind(exc)
         try:
             self._finish(task, ctx, status, output, error, error_type)
+            await self._sinks_drained()
         finally:
             with _live_lock:
                 _live_runs.discard(self)
-            if not self._future.done():  # the end itself failed: still hand back what we know
-                self._final = self._final or self._recorder.snapshot()
-                self._future.set_result(self._final)  # type: ignore[arg-type]
+            final = self._final or self._recorder.snapshot()
+            assert final is not None
+            self._final = final
+            history.add(final)
+            self._future.set_result(final)
 
     def _finish(
         self,
@@ -276,19 +279,29 @@ class Run:
             output, error, error_type = None, "interrupted by the user", "AgentInterrupted"
         if hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
             task.uncancel()  # the cancel was ours and is handled; the record is the result
+        # Priced before the end event, so every recorder of the run (the store's too) has the cost.
+        cost = _cost_of(self.live_record())
         finished = ev.RunFinished(
-            self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type
+            self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type, cost
         )
         self._recorder.apply(finished)
-        record = self._recorder.snapshot()
-        assert record is not None
-        record.cost_usd = _cost_of(record)
-        self._final = record  # before any sink shows the end, so the handle never lags the view
+        self._final = self._recorder.snapshot()  # before any sink shows the end: the handle never lags
         self._fan_out(finished)
-        with _live_lock:
-            _live_runs.discard(self)
-        history.add(record)
-        self._future.set_result(record)
+
+    async def _sinks_drained(self) -> None:
+        """Wait (without blocking the loop) for sinks that write elsewhere, such as a store's
+        writer thread, so a returned record is also a stored one. Bounded: a stuck database
+        delays the record by at most ``SINK_DRAIN_TIMEOUT_S``."""
+        pending = [
+            asyncio.wrap_future(drained())
+            for sink in self._sinks
+            if (drained := getattr(sink, "drained", None)) is not None
+        ]
+        if pending:
+            await asyncio.wait(pending, timeout=SINK_DRAIN_TIMEOUT_S)
+
+
+SINK_DRAIN_TIMEOUT_S = 5.0
 
 
 def _prepare(

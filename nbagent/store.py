@@ -12,10 +12,17 @@ Durability: the database is in WAL mode with ``synchronous=NORMAL``, which keeps
 through a crash of the process (``kill -9``, a dead kernel); ``RunStore(path, synchronous="FULL")``
 also survives a power cut, at the price of an fsync per commit.
 
+The sink only folds events and queues rows: the writes happen in order on a thread of the
+store's own ("nbagent-store", started when there is something to write and gone when there is
+not), so a slow or locked database never holds up the runner's loop, and with it every run and
+every Stop. The runner waits (without blocking its loop, and for a bounded time) until a run's
+rows are written before it hands back the record, so a returned record is a stored one.
+
 Several kernels may write one store at once: each write is a short ``BEGIN IMMEDIATE``
 transaction, SQLite's busy timeout queues the writers, and a write that still fails is retried;
-if it fails for good, the sink logs it and rewrites the whole run at its next event, so the run
-never sees a database error.
+if it fails for good, it is logged and the next write rewrites the whole run so far, so the run
+never sees a database error. Text that is not valid UTF-8 (lone surrogates) is stored with
+backslash escapes instead of failing the write.
 
 A run is stored with the identity of the process that writes it (host, pid and, on Linux, the
 process's boot and start time, which tell a reused pid apart). When the store reads back a run
@@ -37,7 +44,10 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import closing, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -125,6 +135,7 @@ _MIGRATIONS: dict[int, str] = {
 UNFINISHED_ERROR = "the process running it ended before the run finished"
 
 _RETRIES = 4
+_LAST_WRITE_ATTEMPTS = 4
 
 
 class StoreVersionError(RuntimeError):
@@ -315,6 +326,7 @@ class RunStore:
         self._synchronous = synchronous
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
+        self._queue = _WriteQueue()
         self._create_file()
         self._conn = self._connect()
         try:
@@ -334,9 +346,18 @@ class RunStore:
         self.close()
 
     def close(self) -> None:
-        """Close the store's connection (sinks of live runs can no longer write)."""
+        """Finish the queued writes, then close the connection (live runs can no longer write)."""
+        self.flush()
         with self._lock:
             self._conn.close()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write of this store is done; False if ``timeout`` passed first."""
+        try:
+            self._queue.drained().result(timeout)
+        except FutureTimeout:
+            return False
+        return True
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -416,7 +437,7 @@ class RunStore:
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> None:
         with self._lock:
-            self._retrying(self._conn, work, begin="BEGIN IMMEDIATE")
+            self._retrying(self._conn, _clean_text(work), begin="BEGIN IMMEDIATE")
 
     def sink(self) -> Callable[[ev.RunEvent], None]:
         """A sink for one run: pass it to ``start(sinks=[...])``, or just ``start(store=store)``."""
@@ -442,7 +463,9 @@ class RunStore:
             yield conn
 
     def records(self, run_ids: Iterable[str] | None = None) -> list[RunRecord]:
-        """Every stored run (or those in ``run_ids``), oldest first, read in one consistent snapshot."""
+        """Every stored run (or those in ``run_ids``), oldest first, read in one consistent snapshot
+        (after this store's own queued writes)."""
+        self.flush(timeout=self._busy_timeout_s)
         wanted = None if run_ids is None else list(run_ids)
         with self._reader() as conn:
             return self._retrying(conn, lambda c: _read_records(c, wanted), begin="BEGIN")
@@ -583,15 +606,88 @@ Row = tuple[str, tuple[Any, ...]]
 """A statement and its parameters."""
 
 
-class _RunWriter:
-    """The sink of one run: folds its events and writes each row as it changes.
+class _WriteQueue:
+    """Jobs done in order on one thread that exists only while there is work.
 
-    Called on the runner's loop thread, in event order. A transaction is committed at every
-    point where the run may then wait a long time or end: the run's start and end, a step's start
-    and finish, a tool call's start. A finished tool call rides with the next of those (the next
-    call or the step's finish follows at once), which saves a commit per call. A database error
-    is logged and the run goes on; the next commit then rewrites the whole run so far, so the
-    store catches up.
+    ``put`` may be called from any thread. ``drained()`` is a future that completes when the
+    queue is empty (at once if it is), for the runner to await and ``flush`` to wait on.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._lock = threading.Lock()
+        self._busy = False
+        self._waiters: list[Future[None]] = []
+
+    def put(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            self._jobs.append(job)
+            if self._busy:
+                return
+            self._busy = True
+        threading.Thread(target=self._serve, name="nbagent-store", daemon=True).start()
+
+    def drained(self) -> Future[None]:
+        done: Future[None] = Future()
+        with self._lock:
+            if self._busy:
+                self._waiters.append(done)
+                return done
+        done.set_result(None)
+        return done
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._busy = False
+                    waiters, self._waiters = self._waiters, []
+                    break
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:  # a job reports its own failures; this only keeps the queue going
+                logger.exception("nbagent: a store write failed")
+        for waiter in waiters:
+            waiter.set_result(None)
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (os.fsdecode, surrogateescape): keep them visible
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+class _CleaningConnection:
+    """A connection whose ``execute`` makes text parameters storable (see ``_storable``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, statement: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        return self._conn.execute(statement, tuple(_storable(p) for p in params))
+
+    def executemany(self, statement: str, rows: Iterable[Iterable[Any]]) -> sqlite3.Cursor:
+        return self._conn.executemany(statement, (tuple(_storable(p) for p in row) for row in rows))
+
+
+def _clean_text(work: Callable[[Any], Any]) -> Callable[[sqlite3.Connection], Any]:
+    return lambda conn: work(_CleaningConnection(conn))
+
+
+class _RunWriter:
+    """The sink of one run: folds its events and queues the rows that changed.
+
+    Called on the runner's loop thread, in event order; the rows are plain tuples made here, and
+    the store's writer thread writes them. A transaction is committed at every point where the
+    run may then wait a long time or end: the run's start and end, a step's start and finish, a
+    tool call's start. A finished tool call rides with the next of those (the next call or the
+    step's finish follows at once), which saves a commit per call. When a write fails, the next
+    commit rewrites the whole run from a copy of the record, so the store catches up; the run's
+    last write is retried a few times, as nothing follows it.
     """
 
     def __init__(self, store: RunStore) -> None:
@@ -599,6 +695,7 @@ class _RunWriter:
         self._recorder = Recorder()
         self._run_id: str | None = None
         self._behind = False
+        """Set by the writer thread when a write failed; read here to send the whole run next."""
         self._pending: list[Row] = []
         self._open_steps: set[int] = set()
         self._open_calls: set[tuple[int, int]] = set()
@@ -625,23 +722,41 @@ class _RunWriter:
         self._pending.extend(self._rows(event))
         if kind is ev.ToolCallFinished:
             return
-        try:
-            self._commit(kind is ev.RunFinished)
-        finally:
-            if kind is ev.RunFinished:
-                with _live_lock:
-                    _live_run_ids.discard(event.run_id)
-
-    def _commit(self, last: bool) -> None:
+        last = kind is ev.RunFinished
         rows, self._pending = self._pending, []
+        whole = self._recorder.snapshot() if (self._behind or last) else None
+        self._store._queue.put(lambda: self._commit(rows, whole, last))
+
+    def drained(self) -> Future[None]:
+        """Completes when this store has written what it was given (the runner awaits it)."""
+        return self._store._queue.drained()
+
+    def _commit(self, rows: list[Row], whole: RunRecord | None, last: bool) -> None:
+        """On the store's writer thread: write ``rows``, or all of ``whole`` when behind."""
 
         def write(conn: sqlite3.Connection) -> None:
             for statement, params in rows:
                 conn.execute(statement, params)
 
+        def rewrite(conn: sqlite3.Connection) -> None:
+            assert whole is not None
+            _put_whole_run(conn, whole, _writer())
+
+        attempts = _LAST_WRITE_ATTEMPTS if last else 1
         try:
-            self._store._write(self._whole_run if self._behind else write)
-        except sqlite3.Error as exc:
+            for attempt in range(attempts):
+                try:
+                    self._store._write(rewrite if self._behind and whole is not None else write)
+                except Exception as exc:
+                    if attempt + 1 == attempts:
+                        raise
+                    self._behind = True  # the retry rewrites the whole run
+                    logger.debug("nbagent: retrying the last write of run %s: %s", self._run_id, exc)
+                    time.sleep(0.2 * 2**attempt)
+                else:
+                    self._behind = False
+                    return
+        except Exception as exc:
             if not self._behind or last:  # once when it falls behind, once at the end
                 then = "the store misses its end" if last else "it is rewritten at its next commit"
                 logger.warning(
@@ -653,8 +768,10 @@ class _RunWriter:
                     then,
                 )
             self._behind = True
-        else:
-            self._behind = False
+        finally:
+            if last:
+                with _live_lock:
+                    _live_run_ids.discard(self._run_id or "")
 
     def _find_step(self, number: int) -> StepRecord | None:
         for step in reversed(self._record.steps):
@@ -702,6 +819,3 @@ class _RunWriter:
                 self._open_calls.discard((step.number, seq))
             return [(_PUT_CALL, _call_row(record.run_id, step.number, seq, step.tool_calls[seq]))]
         return []
-
-    def _whole_run(self, conn: sqlite3.Connection) -> None:
-        _put_whole_run(conn, self._record, _writer())

@@ -339,3 +339,58 @@ def test_a_sqlite_file_that_is_not_a_store_is_refused(tmp_path):
         conn.execute("CREATE TABLE notes (text TEXT)")
     with pytest.raises(StoreVersionError, match="not an nbagent run store"):
         RunStore(path)
+
+
+def test_a_locked_database_never_holds_up_other_runs_or_a_stop(tmp_path):
+    path = tmp_path / "runs.db"
+    store = RunStore(path, busy_timeout_s=30)  # a write would wait long for the lock
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another kernel holds the write lock
+    gate = threading.Event()
+
+    @nbagent.tool
+    def hold() -> str:
+        """Wait for the test."""
+        gate.wait(60)
+        return "released"
+
+    try:
+        stored = nbagent.start(
+            nbagent.Agent(fast([[ToolCall("hold", {})], "done"]), tools=[hold]), "stored", store=store
+        )
+        wait_until(lambda: stored.record.tool_calls)
+        other = nbagent.start(nbagent.Agent(fast(["free"])), "not stored", display=False)
+        # The runner's loop is not waiting on the database: an unrelated run finishes, and a Stop
+        # of the stored run ends it, while the lock is still held.
+        wait_until(other.done, timeout=10)
+        stored.interrupt()
+        wait_until(lambda: stored.status == "interrupted", timeout=10)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        gate.set()
+    record = stored.wait(timeout=60)
+    assert RunStore(path).record(record.run_id).status == "interrupted"  # caught up once unlocked
+
+
+def test_text_that_is_not_valid_utf8_is_stored_escaped_and_nothing_is_lost(tmp_path):
+    @nbagent.tool
+    def filename() -> str:
+        """A file name decoded with surrogateescape."""
+        return os.fsdecode(b"caf\xe9.txt")
+
+    store = RunStore(tmp_path / "runs.db")
+    agent = nbagent.Agent(fast([[ToolCall("filename", {})], "done \udcff"]), tools=[filename])
+    record = nbagent.run(agent, "list \udcff files", store=store, display=False)
+    stored = store.record(record.run_id)
+    assert stored.status == "success" and len(stored.steps) == 2
+    assert all(s.end_s is not None for s in stored.steps)
+    assert stored.task == "list \\udcff files"  # plain text columns keep an escaped form
+    assert stored.tool_calls[0].result == os.fsdecode(b"caf\xe9.txt")  # JSON values round-trip exactly
+
+
+def test_the_stored_run_keeps_its_cost(tmp_path):
+    store = RunStore(tmp_path / "runs.db")
+    record = nbagent.run(nbagent.Agent(fast(["answer"], name="gpt-4o")), "t", store=store, display=False)
+    assert record.cost_usd is not None
+    assert store.record(record.run_id).cost_usd == record.cost_usd
