@@ -500,3 +500,51 @@ def test_missing_openai_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ImportError, match=r"nbagent\[openai\]"):
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
+
+
+def _tool_delta(call_id=None, name=None, arguments=None):
+    function = {k: v for k, v in (("name", name), ("arguments", arguments)) if v is not None}
+    call = {"function": function, **({"id": call_id} if call_id else {})}
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+
+def test_tool_call_pieces_without_an_index_are_joined_by_their_id():
+    from nbagent.models.openai import _Reply
+
+    reply = _Reply()
+    for chunk in [
+        _tool_delta("a", "add", '{"a": '),
+        _tool_delta("b", "add", '{"a": 3, '),
+        _tool_delta("a", None, "1}"),
+        _tool_delta("b", None, '"b": 4}'),
+    ]:
+        reply.feed(chunk)
+    calls = reply.tool_calls()
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "add", {"a": 1}),
+        ("b", "add", {"a": 3, "b": 4}),
+    ]
+
+
+def test_a_usage_chunk_with_null_fields_keeps_the_counts_known_so_far():
+    from nbagent.models.openai import _Reply
+
+    reply = _Reply()
+    reply.feed({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
+    reply.feed({"choices": [], "usage": {"prompt_tokens": None, "completion_tokens": 5}})
+    assert reply.usage == (10, 5)
+
+
+def test_credentials_in_the_base_url_or_headers_never_show():
+    from nbagent.models import OpenAIChatModel
+
+    model = OpenAIChatModel(
+        "m",
+        base_url="http://user:p@ss@127.0.0.1:9/v1?api-key=hunter2pw",
+        api_key=FAKE_KEY,
+        default_headers={"api-key": "header-secret-123"},
+    )
+    assert "hunter2pw" not in repr(model) and "p@ss" not in repr(model)
+    error = model._error("server said: api-key=hunter2pw, header-secret-123, user:p@ss, " + FAKE_KEY)
+    for secret in ("hunter2pw", "header-secret-123", "p@ss", FAKE_KEY):
+        assert secret not in str(error)

@@ -62,7 +62,20 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 8.0
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
-_USERINFO = re.compile(r"//[^/@\s]*@")
+_USERINFO = re.compile(r"//[^/\s]*@")
+
+
+def _public_url(url: str) -> str:
+    """``url`` without credentials: no user info, no query string (``?api-key=...``)."""
+    return _USERINFO.sub("//", url).split("?", 1)[0]
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The credentials a base URL carries: its user info and its query values."""
+    found = [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
+    if "?" in url:
+        found += [part.split("=", 1)[1] for part in url.split("?", 1)[1].split("&") if "=" in part]
+    return found
 
 
 def _import_openai() -> Any:
@@ -161,8 +174,16 @@ class _Reply:
         if not isinstance(chunk, Mapping) and not hasattr(chunk, "choices"):
             raise _MalformedChunk(f"expected a JSON object, got {type(chunk).__name__}")
         usage = _field(chunk, "usage")
-        if usage is not None:  # running totals or the final count: the last one wins
-            self.usage = (_count(_field(usage, "prompt_tokens")), _count(_field(usage, "completion_tokens")))
+        if usage is not None:  # running totals or the final count: the last known count wins
+            before = self.usage or (None, None)
+            prompt, completion = (
+                _count(_field(usage, "prompt_tokens")),
+                _count(_field(usage, "completion_tokens")),
+            )
+            self.usage = (
+                prompt if prompt is not None else before[0],
+                completion if completion is not None else before[1],
+            )
         choices = _field(chunk, "choices") or []
         if not isinstance(choices, list):
             raise _MalformedChunk("'choices' is not a list")
@@ -185,10 +206,12 @@ class _Reply:
     def _call_delta(self, delta: Any) -> None:
         index, call_id = _field(delta, "index"), _field(delta, "id")
         if not isinstance(index, int):
-            # Servers that omit the index: a new id starts a new call, anything else continues the last.
+            # Servers that omit the index: a known id continues its call, a new id starts one,
+            # and a piece without an id continues the last call.
+            known = next((key for key, c in self._calls.items() if call_id and c.id == call_id), None)
             last = next(reversed(self._calls), None)
-            same = last is not None and (not call_id or self._calls[last].id in (None, call_id))
-            index = last if same else f"call-{len(self._calls)}"
+            same = last is not None and (not call_id or self._calls[last].id is None)
+            index = known if known is not None else last if same else f"call-{len(self._calls)}"
         call = self._calls.setdefault(index, _PartialCall())
         if call_id and not call.id:
             call.id = str(call_id)
@@ -338,7 +361,7 @@ class OpenAIChatModel(Model):
         self._api_key = _Secret(key)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={_USERINFO.sub('//', self.base_url)!r})"
+        return f"{type(self).__name__}({self.name!r}, base_url={_public_url(self.base_url)!r})"
 
     # -- the client ------------------------------------------------------------------------
 
@@ -434,13 +457,16 @@ class OpenAIChatModel(Model):
     # -- errors ----------------------------------------------------------------------------
 
     def _redact(self, text: str) -> str:
-        key = self._api_key.reveal() if self._api_key is not None else ""
-        if len(key) >= 4:
-            text = text.replace(key, "***")
+        secrets = [self._api_key.reveal() if self._api_key is not None else ""]
+        secrets += (self._default_headers or {}).values()  # e.g. an "api-key" header, echoed back
+        secrets += _url_secrets(self.base_url)
+        for secret in secrets:
+            if len(secret) >= 4:
+                text = text.replace(secret, "***")
         return _BEARER.sub(r"\1***", text)
 
     def _error(self, message: str, *, status_code: int | None = None, retryable: bool = False) -> ModelError:
-        where = f"{self.name} at {_USERINFO.sub('//', self.base_url)}"
+        where = f"{self.name} at {_public_url(self.base_url)}"
         return ModelError(self._redact(f"{where}: {message}"), status_code=status_code, retryable=retryable)
 
     def _failure(self, exc: Exception, reply: _Reply, *, streaming: bool) -> _Failure:
