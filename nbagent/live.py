@@ -264,8 +264,7 @@ class LiveView:
         record = self.run.record  # the recorder has folded RunFinished: it closed what was open
         self._dirty.update(self._panels)
         self._write(self._clock(), record)
-        if self._broken:
-            return
+        # Even a view whose updates broke tries to show the end: a "running" badge must not stay.
         try:
             self.stop_button.disabled = True
             self.after_step_button.disabled = True

@@ -390,6 +390,16 @@ def test_stop_while_the_max_steps_answer_is_generated(fakes):
     assert_cut(record, steps=2, kind="final")
 
 
+def test_stop_while_the_max_steps_answer_is_generated_with_planning(fakes):
+    turns = [plan(), lookup_turn("tool"), lookup_turn("tool"), held(Turn(text="a guess"))]
+    model = fakes.model(turns)
+    agent = fakes.agent("tool", model, max_steps=2, planning_interval=2)
+    run = nbagent.start(agent, "stop me after max steps")
+    record = interrupt_when(run, model.wait_for_call(4))
+    assert [s.kind for s in record.steps] == ["planning", "action", "action", "final"]
+    assert record.steps[-1].interrupted
+
+
 def test_stop_before_the_first_step(fakes):
     model = fakes.model([held(answer_turn("tool"))])
     agent = fakes.agent("tool", model)
@@ -565,8 +575,10 @@ class PatientTool(SlowTool):
     def __init__(self) -> None:
         super().__init__()
         self.saw_stop = threading.Event()
+        self.started = threading.Event()
 
     def forward(self, query: str) -> str:
+        self.started.set()
         while not self._released.wait(0.01):
             try:
                 nbagent.check_interrupt()
@@ -576,12 +588,14 @@ class PatientTool(SlowTool):
         return "released"
 
 
-def test_check_interrupt_reaches_smolagents_tools(fakes):
+@pytest.mark.parametrize("kind", ["tool", "code"])
+def test_check_interrupt_reaches_smolagents_tools(fakes, kind):
+    # A CodeAgent calls tools from code that smolagents runs on threads of its own.
     tool = PatientTool()
     fakes.releasable.append(tool)
-    agent = fakes.agent("tool", fakes.model([lookup_turn("tool"), answer_turn("tool")]), tools=[tool])
+    agent = fakes.agent(kind, fakes.model([lookup_turn(kind), answer_turn(kind)]), tools=[tool])
     run = nbagent.start(agent, "wait")
-    wait_until(lambda: run.record is not None and run.record.tool_calls)
+    assert tool.started.wait(20)  # the tool itself runs (for code: inside the code's call)
     run.interrupt()
     assert run.wait(timeout=30).status == "interrupted"
     assert tool.saw_stop.wait(20)  # the tool saw the Stop and ended itself
@@ -707,3 +721,19 @@ def test_records_from_smolagents_after_an_nbagent_stop_says_interrupted(fakes):
     [record] = adapter.records_from_smolagents(agent)
     assert record.status == "interrupted"
     assert record.steps[-1].interrupted
+
+
+@pytest.mark.parametrize("kind", ["tool", "code"])
+def test_records_from_smolagents_after_a_stop_mid_tool_say_interrupted_even_after_continuing(fakes, kind):
+    tool = SlowTool(delay_s=HOLD_S)
+    fakes.releasable.append(tool)
+    agent = fakes.agent(kind, fakes.model([lookup_turn(kind), answer_turn(kind)]), tools=[tool])
+    run = nbagent.start(agent, "stopped mid tool")
+    assert tool.wait_for_call(1)
+    run.interrupt()
+    assert run.wait(timeout=30).status == "interrupted"
+    assert adapter.wait_idle(agent, timeout=20)
+    nbagent.run(agent, "go on", reset=False)
+    first, second = adapter.records_from_smolagents(agent)
+    assert (first.status, first.steps[-1].interrupted) == ("interrupted", True)
+    assert second.status == "success"

@@ -193,8 +193,25 @@ def _mark_cut_step(agent: Any) -> None:
     steps = agent.memory.steps
     if steps and isinstance(steps[-1], ActionStep):
         last = steps[-1]
-        if last.error is None and last.model_output_message is None and not last.is_final_answer:
+        if last.is_final_answer:
+            return
+        if last.error is None and last.model_output_message is None:
             last.error = interrupted_step_error()
+        elif last.error is not None and _caused_by_abort(last.error):
+            # smolagents wrapped our abandoned tool or code call into its own error: say what it was.
+            last.error = interrupted_step_error(f"({last.error})")
+
+
+def _caused_by_abort(error: BaseException) -> bool:
+    """True if ``error`` comes from a guarded call the Stop abandoned (followed by type, not text)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, CallAbandoned):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class _Translator:
@@ -221,11 +238,11 @@ class _Translator:
     def _next_kind(self) -> ev.StepKind:
         """What smolagents runs next: planning when scheduled, the max-steps final answer, or an action."""
         n = self.actions + 1
+        if n > self.agent.max_steps:  # no planning before the forced final answer
+            return "final"
         interval = getattr(self.agent, "planning_interval", None)
         if interval and (n == 1 or (n - 1) % interval == 0) and self.planned_for != n:
             return "planning"
-        if n > self.agent.max_steps:
-            return "final"
         return "action"
 
     def _open(self, t: float) -> None:

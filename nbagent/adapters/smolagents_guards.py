@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..cancel import current_scope
 from ..errors import describe
 
 _ABORT = object()
@@ -48,6 +49,9 @@ class Abort:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._aborted = False
+        self._scope = current_scope.get()
+        """The run's cancel scope, captured where the run starts: smolagents runs code on threads
+        of its own, whose context does not carry it, and tools need it for check_interrupt()."""
         self._waiting: set[queue.SimpleQueue[Any]] = set()
         self.agents: list[Any] = []
         """Every agent of the run (the top one and its managed agents), to ``interrupt()`` on abort."""
@@ -69,6 +73,12 @@ class Abort:
         for waiter in waiting:
             waiter.put(_ABORT)
 
+    def _context(self) -> contextvars.Context:
+        """The caller's context, with the run's cancel scope in it, for a guarded call's thread."""
+        context = contextvars.copy_context()
+        context.run(current_scope.set, self._scope)
+        return context
+
     def _register(self, what: str) -> queue.SimpleQueue[Any]:
         waiter: queue.SimpleQueue[Any] = queue.SimpleQueue()
         with self._lock:
@@ -88,7 +98,7 @@ class Abort:
         so ``join_agent_calls`` must see it end before the guards are removed.
         """
         waiter = self._register(what)
-        context = contextvars.copy_context()  # carries the run's cancel scope for check_interrupt()
+        context = self._context()
 
         def work() -> None:
             try:
@@ -125,7 +135,7 @@ class Abort:
         """Iterate ``make()`` on a pump thread and yield its items here, until the end or the abort."""
         waiter = self._register(what)
         stop = threading.Event()
-        context = contextvars.copy_context()
+        context = self._context()
 
         def pump() -> None:
             source = None

@@ -75,12 +75,11 @@ def interrupted_step_error_type() -> type[Exception]:
     return StepInterrupted
 
 
-def interrupted_step_error() -> Exception:
+def interrupted_step_error(detail: str = "") -> Exception:
     from smolagents.monitoring import AgentLogger, LogLevel
 
-    return interrupted_step_error_type()(
-        "Interrupted by the user before this step finished.", AgentLogger(level=LogLevel.OFF)
-    )
+    message = "Interrupted by the user before this step finished."
+    return interrupted_step_error_type()(f"{message} {detail}".strip(), AgentLogger(level=LogLevel.OFF))
 
 
 def agent_name(agent: Any) -> str:
