@@ -108,6 +108,7 @@ def store_rate(runs: int, steps: int, synchronous: str) -> float:
             sink = store.sink()
             for event in events:
                 sink(event)
+        store.flush()  # the writes happen on the store's writer thread: count them all
         elapsed = time.perf_counter() - t0
         stored = len(store.steps())
         store.close()
