@@ -27,6 +27,18 @@ from nbagent.store import SCHEMA_VERSION, RunStore, StoreVersionError
 REPO = Path(__file__).resolve().parents[1]
 
 
+def holding_agent(gate: threading.Event) -> nbagent.Agent:
+    """An agent whose one tool call waits until the test sets ``gate``."""
+
+    @nbagent.tool
+    def hold() -> str:
+        """Wait for the test."""
+        gate.wait(60)
+        return "released"
+
+    return nbagent.Agent(fast([[ToolCall("hold", {})], "done"]), tools=[hold])
+
+
 def finished_steps(path: Path) -> int:
     """Steps the store has committed as finished, read with a plain SQLite connection."""
     try:
@@ -98,14 +110,7 @@ def test_a_live_run_reads_back_as_running_then_final(tmp_path):
     path = tmp_path / "runs.db"
     store = RunStore(path)
     gate = threading.Event()
-
-    @nbagent.tool
-    def hold() -> str:
-        """Wait for the test."""
-        gate.wait(30)
-        return "released"
-
-    agent = nbagent.Agent(fast([[ToolCall("hold", {})], "done"]), tools=[hold])
+    agent = holding_agent(gate)
     run = nbagent.start(agent, "hold on", store=store, display=False)
     try:
         reader = RunStore(path)  # a second store object, as another kernel would open
@@ -137,14 +142,7 @@ def test_a_locked_database_never_breaks_the_run_and_the_store_catches_up(tmp_pat
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
     gate = threading.Event()
-
-    @nbagent.tool
-    def hold() -> str:
-        """Wait for the test."""
-        gate.wait(30)
-        return "released"
-
-    agent = nbagent.Agent(fast([[ToolCall("hold", {})], "done"]), tools=[hold])
+    agent = holding_agent(gate)
     with caplog.at_level(logging.WARNING, logger="nbagent"):
         run = nbagent.start(agent, "hold on", store=store, display=False)
         try:
@@ -347,17 +345,8 @@ def test_a_locked_database_never_holds_up_other_runs_or_a_stop(tmp_path):
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another kernel holds the write lock
     gate = threading.Event()
-
-    @nbagent.tool
-    def hold() -> str:
-        """Wait for the test."""
-        gate.wait(60)
-        return "released"
-
     try:
-        stored = nbagent.start(
-            nbagent.Agent(fast([[ToolCall("hold", {})], "done"]), tools=[hold]), "stored", store=store
-        )
+        stored = nbagent.start(holding_agent(gate), "stored", store=store)
         wait_until(lambda: stored.record.tool_calls)
         other = nbagent.start(nbagent.Agent(fast(["free"])), "not stored", display=False)
         # The runner's loop is not waiting on the database: an unrelated run finishes, and a Stop
