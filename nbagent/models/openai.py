@@ -30,6 +30,7 @@ typed errors; this module adds what a notebook needs on top:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
@@ -61,6 +62,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 8.0
+_CLOSE_TIMEOUT_S = 1.0
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
 _USERINFO = re.compile(r"//[^/\s]*@")
 
@@ -428,8 +430,10 @@ class OpenAIChatModel(Model):
             finally:
                 if response is not None:
                     # Cut short, the connection is closed (the server sees us go); read to the
-                    # end, it goes back to the pool.
-                    await response.close()
+                    # end, it goes back to the pool. Bounded, and never an error of its own: a
+                    # close that hangs or fails must not delay a Stop or hide why we stopped.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(response.close(), _CLOSE_TIMEOUT_S)
             if failure is None:
                 break
             if reply.chars or not failure.error.retryable or retries >= self.max_retries:
