@@ -96,7 +96,8 @@ def _view_of(kernel: KernelDriver, msg_id: str) -> str | None:
 
 
 def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
-    execution, view = start_view(kernel, "run = nbagent.start(talker(), 'talk')")
+    # A 20 s step: the click lands mid-stream however slow a loaded machine delivers it.
+    execution, view = start_view(kernel, "run = nbagent.start(talker(words=3000), 'talk')")
     stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
     kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
     kernel.click(stop)
@@ -104,7 +105,7 @@ def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
     code = "r = await run\ncut = r.steps[-1]\nprint(r.status, cut.interrupted, len(cut.model_output))"
     status, interrupted, said = kernel.execute(code).stdout.split()
     assert (status, interrupted) == ("interrupted", "True")
-    assert 0 < int(said) < len("word " * 300)  # cut mid-stream
+    assert 0 < int(said) < len("word " * 3000)  # cut mid-stream
     assert "stopped here" in shown(kernel, view)
     assert kernel.widgets.states[stop]["disabled"] is True
     final = final_display(kernel, execution.display_id())
@@ -113,7 +114,7 @@ def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
 
 
 def test_stop_after_step_button_lets_the_step_finish(kernel: KernelDriver) -> None:
-    _, view = start_view(kernel, "run = nbagent.start(talker(words=100), 'talk')")
+    _, view = start_view(kernel, "run = nbagent.start(talker(words=300), 'talk')")  # 2 s steps
     after = kernel.widgets.find_under(view, "ButtonModel", description="Stop after step")
     kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
     kernel.click(after)

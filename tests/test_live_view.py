@@ -269,7 +269,7 @@ def test_one_writer_thread_even_when_clicks_arrive_on_other_threads(watched: Wat
 
 
 def test_stop_after_step_button_finishes_the_step_and_says_so_meanwhile(watched: Watched) -> None:
-    run = nbagent.start(slow_agent(steps=3, words=300), "talk", display=True)
+    run = nbagent.start(slow_agent(steps=3, words=800), "talk", display=True)  # 2 s steps
     (view,) = watched.views
     wait_until(lambda: bool(view.steps.children) and "word word" in view.steps.children[0].value)
     threading.Thread(target=view.after_step_button.click).start()
