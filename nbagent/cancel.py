@@ -92,10 +92,6 @@ class CancelScope:
         """True when the run should stop at the next step boundary (either mode)."""
         return self._now.is_set() or self._after_step.is_set()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def wait(self, timeout: float | None = None) -> bool:
         """Block until an interrupt("now") arrives (for sync tools on their own thread)."""
         return self._now.wait(timeout)

@@ -1,13 +1,12 @@
 """``RunContext``: what a source (the native agent, the smolagents adapter) gets to report a run.
 
 It numbers steps, stamps every event with the run id and a ``perf_counter`` time, and hands it to
-the runner's fan-out. ``emit`` must be called on the runner's loop thread; a source that works on
-another thread uses ``emit_threadsafe``, which keeps the order of its events.
+the runner's fan-out. Every method must be called on the runner's loop thread: a source that
+works on another thread hands its results to the loop first (the smolagents adapter uses a queue).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,17 +21,11 @@ class RunContext:
         run_id: str,
         scope: CancelScope,
         emit: Callable[[ev.RunEvent], None],
-        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.run_id = run_id
         self.scope = scope
         self.emit = emit
-        self.loop = loop
         self.step = 0
-
-    def emit_threadsafe(self, event: ev.RunEvent) -> None:
-        """Emit from a worker thread; events keep their order."""
-        self.loop.call_soon_threadsafe(self.emit, event)
 
     def start_step(self, kind: ev.StepKind) -> int:
         self.step += 1

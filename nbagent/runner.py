@@ -229,14 +229,14 @@ class Run:
         self._recorder.apply(started)
         with _live_lock:
             _live_runs.add(self)
-        asyncio.run_coroutine_threadsafe(self._main(loop, started), loop)
+        asyncio.run_coroutine_threadsafe(self._main(started), loop)
         self._submitted = True
 
-    async def _main(self, loop: asyncio.AbstractEventLoop, started: ev.RunStarted) -> None:
+    async def _main(self, started: ev.RunStarted) -> None:
         task = asyncio.current_task()
         assert task is not None
         current_scope.set(self.scope)
-        ctx = RunContext(self.run_id, self.scope, self._emit, loop)
+        ctx = RunContext(self.run_id, self.scope, self._emit)
         status: ev.RunStatus = "success"
         output: Any = None
         error: str | None = None
