@@ -287,7 +287,7 @@ def total_style(total_s: float | None) -> str:
 
 def record_summary(record: RunRecord) -> str:
     """``summary_html`` of a whole record."""
-    usage_unknown = sum(1 for s in record.steps if s.input_tokens is None or s.output_tokens is None)
+    usage_unknown = sum(not s.usage_known for s in record.steps)
     return summary_html(
         record.task,
         steps=len(record.steps),

@@ -228,7 +228,7 @@ class LiveView:
                 cut=sum(s.interrupted for s in live.steps),
                 input_tokens=live.input_tokens,
                 output_tokens=live.output_tokens,
-                unknown_usage=sum(s.end_s is not None and s.total_tokens is None for s in live.steps),
+                unknown_usage=sum(s.end_s is not None and not s.usage_known for s in live.steps),
             )
         else:
             live = record

@@ -66,6 +66,11 @@ class StepRecord:
             return None
         return self.input_tokens + self.output_tokens
 
+    @property
+    def usage_known(self) -> bool:
+        """True when both counts are known and no part of the step's usage was unknown."""
+        return self.total_tokens is not None and self.usage_source != "unknown"
+
 
 def _sum_known(values: list[int | None]) -> int | None:
     known = [v for v in values if v is not None]
@@ -106,7 +111,7 @@ class RunRecord:
     @property
     def usage_complete(self) -> bool:
         """True when every step's usage is known, so the totals are the whole truth."""
-        return all(s.total_tokens is not None and s.usage_source != "unknown" for s in self.steps)
+        return all(s.usage_known for s in self.steps)
 
     @property
     def done(self) -> bool:
