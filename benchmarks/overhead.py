@@ -4,7 +4,7 @@ The baseline is the same model stream consumed directly (no runner, no recorder,
 the same process; ``us_per_event`` is the extra time per event the runner adds on top of it.
 Target: >= 100,000 events/s.
 
-    python benchmarks/overhead.py [--tokens 200000] [--json]
+    python benchmarks/overhead.py [--tokens 200000] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -33,8 +33,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="20,000 tokens, best of 3")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.repeat = 20_000, 3
 
     best_run = best_base = float("inf")
     events = 0

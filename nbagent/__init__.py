@@ -1,9 +1,30 @@
-"""nbagent: run LLM agents in Jupyter with live steps, a Stop button that stops now, and run analytics."""
+"""nbagent: run LLM agents in Jupyter with live steps, a Stop button that stops now, and run analytics.
+
+Start here::
+
+    import nbagent
+    agent = nbagent.demo_agent()                 # offline; or nbagent.Agent(model, tools=[...])
+    run = nbagent.start(agent, "What is 17 * 23?")   # returns at once: live view with ■ Stop
+    record = await run                           # a RunRecord, however the run ended
+
+The calls:
+
+- ``start(agent, task)`` → ``Run`` (``interrupt()``, ``record``, ``await run``); ``run(...)`` blocks;
+  ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or a smolagents agent.
+- ``Agent(model, tools)``, ``@tool``, ``check_interrupt()``; models in ``nbagent.models``.
+- ``RunRecord`` / ``StepRecord`` / ``ToolCallRecord``: the account of a run in every end state.
+- ``history``: this process's runs as DataFrames (``runs()``, ``steps()``, ``tool_calls()``,
+  ``summary()``, plots); ``RunStore``: the same, persisted in SQLite; ``runs_frame`` /
+  ``steps_frame`` / ``tool_calls_frame`` from any records.
+- ``configure(store=, display=, quiet_smolagents=, history_limit=)``: process-wide defaults.
+- Errors: ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``, ``MaxStepsReached``;
+  ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) after Ctrl-C stopped a run you waited on.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import history
 from .adapters.smolagents import records_from_smolagents
@@ -11,7 +32,7 @@ from .agent import Agent
 from .cancel import check_interrupt
 from .config import configure
 from .demo import demo_agent
-from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, ToolError
+from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, StoppedByKeyboard, ToolError
 from .models.base import ToolCall
 from .records import RunRecord, StepRecord, ToolCallRecord
 from .runner import Run, arun, interrupt_all, run, start
@@ -19,9 +40,14 @@ from .tools import Tool, tool
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from . import analysis, cost, frames, plots, store  # noqa: F401
+    from .frames import runs_frame, steps_frame, tool_calls_frame
+    from .store import RunStore
+
 # Analytics load on first use, so ``import nbagent`` does not import pandas.
 _LAZY = {"RunStore": "store", "runs_frame": "frames", "steps_frame": "frames", "tool_calls_frame": "frames"}
-_SUBMODULES = {"analysis", "cost", "frames", "plots", "store"}
+_SUBMODULES = {"analysis", "cost", "frames", "models", "plots", "store"}
 
 
 def __getattr__(name: str) -> Any:
@@ -44,6 +70,7 @@ __all__ = [
     "RunRecord",
     "RunStore",
     "StepRecord",
+    "StoppedByKeyboard",
     "Tool",
     "ToolCall",
     "ToolCallRecord",
@@ -54,6 +81,7 @@ __all__ = [
     "demo_agent",
     "history",
     "interrupt_all",
+    "models",
     "records_from_smolagents",
     "run",
     "runs_frame",
@@ -62,3 +90,7 @@ __all__ = [
     "tool",
     "tool_calls_frame",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_SUBMODULES, "__version__"})

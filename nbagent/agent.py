@@ -18,18 +18,15 @@ from typing import Any
 from .context import RunContext
 from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
 from .models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
+from .text import observation
 from .tools import Tool, ToolAbandoned, tool
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 
 
-def _observation(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+def _check_max_steps(max_steps: Any) -> None:
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be an int of at least 1, not {max_steps!r}")
 
 
 class Agent:
@@ -51,18 +48,31 @@ class Agent:
         max_steps: int = 10,
         name: str | None = None,
     ) -> None:
-        if max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
+        _check_max_steps(max_steps)
+        if not callable(getattr(model, "stream", None)):
+            hint = f" (a model name such as {model!r})" if isinstance(model, str) else ""
+            raise TypeError(
+                f"Agent needs a model object, not {type(model).__name__}{hint}: pass e.g. "
+                "nbagent.models.OpenAIChatModel('gpt-4.1-mini') or nbagent.models.ScriptedModel([...])"
+            )
+        if isinstance(tools, (str, bytes)) or callable(tools):
+            raise TypeError("tools must be a list of tools or functions, e.g. tools=[word_count]")
         self.model = model
         self.tools: dict[str, Tool] = {}
         for t in tools:
             t = t if isinstance(t, Tool) else tool(t)
+            if t.name in self.tools:
+                raise ValueError(
+                    f"two tools are named {t.name!r}: a model calls tools by name, so names must be "
+                    "unique (rename one with @nbagent.tool(name=...))"
+                )
             self.tools[t.name] = t
         self.instructions = instructions
         self.max_steps = max_steps
         self.name = name or "Agent"
         self.memory: list[Message] = []
         self._turn: asyncio.Lock | None = None
+        self._turn_holder: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -75,22 +85,37 @@ class Agent:
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
 
-    async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any:
+    async def drive(
+        self, task: str, ctx: RunContext, reset: bool = True, *, max_steps: int | None = None
+    ) -> Any:
         """Run ``task`` to its end, reporting through ``ctx``. Returns the final answer.
 
-        Runs of one agent take turns: a run started while an interrupted one is still unwinding
-        (answering its cut tool calls) waits for it, so the memory stays a valid chat.
+        Runs of one agent take turns, so the memory stays a valid chat: a run started while
+        another is live waits for it, reported as queued (``RunQueued``), and its clock starts
+        when its turn comes. ``max_steps`` overrides the agent's for this run.
         """
+        if max_steps is not None:
+            _check_max_steps(max_steps)
         if self._turn is None:
             self._turn = asyncio.Lock()
+        queued = self._turn.locked()
+        if queued:
+            ctx.queued(self._turn_holder)
         async with self._turn:
-            return await self._drive(task, ctx, reset)
+            if queued:
+                ctx.dequeued()
+            self._turn_holder = ctx.run_id
+            try:
+                return await self._drive(task, ctx, reset, max_steps or self.max_steps)
+            finally:
+                self._turn_holder = None
+                ctx.messages = [dict(m) for m in self.memory]
 
-    async def _drive(self, task: str, ctx: RunContext, reset: bool) -> Any:
+    async def _drive(self, task: str, ctx: RunContext, reset: bool, max_steps: int) -> Any:
         if reset or not self.memory:
             self.reset()
         self.memory.append({"role": "user", "content": task})
-        for _ in range(self.max_steps):
+        for _ in range(max_steps):
             if ctx.scope.stop_after_step:
                 raise AgentInterrupted("stopped after the step")
             ctx.start_step("action")
@@ -100,7 +125,7 @@ class Agent:
                 return text
             await self._run_tools(ctx, calls)
             ctx.finish_step(model_output=text)
-        raise MaxStepsReached(f"no final answer after {self.max_steps} steps")
+        raise MaxStepsReached(f"no final answer after {max_steps} steps")
 
     async def _model_turn(self, ctx: RunContext) -> tuple[str, list[ToolCall]]:
         pieces: list[str] = []
@@ -171,8 +196,14 @@ class Agent:
                     raise ValueError(
                         f"the arguments are not valid JSON ({exc.msg}): {call.arguments!r}"
                     ) from None
-                if not isinstance(arguments, dict):
-                    raise ValueError(f"the arguments must be a JSON object, not {type(arguments).__name__}")
+            if not isinstance(arguments, dict):
+                kind = {list: "a JSON list", str: "a JSON string"}.get(
+                    type(arguments), type(arguments).__name__
+                )
+                raise ValueError(
+                    f"the arguments must be a JSON object of named parameters, not {kind}: "
+                    f"{observation(call.arguments)[:200]}"
+                )
             found = self.tools.get(call.name)
             if found is None:
                 raise LookupError(
@@ -190,4 +221,4 @@ class Agent:
             ctx.tool_finished(call.id, "error", error=error)
             return f"Error calling {call.name}: {error}"
         ctx.tool_finished(call.id, "ok", result=result)
-        return _observation(result)
+        return observation(result)

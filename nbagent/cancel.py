@@ -12,6 +12,12 @@ the run ``"interrupted"``, even if the source finished its last step in the mean
 interrupt after ``close`` is a no-op that returns False. So ``interrupt("now") is True`` means
 exactly "this run ends interrupted".
 
+Children. A run started inside a tool of another run (``nbagent.run`` in a sync tool, ``arun`` in
+an async one) finds its parent's scope in the ``current_scope`` context variable and is adopted:
+an interrupt("now") of the parent interrupts every live child with the reason ``"parent"``, and a
+child adopted after its parent was interrupted is interrupted at once. A closed child leaves its
+parent. "after_step" does not propagate: the parent's step, child run included, finishes.
+
 Every public method is thread-safe and idempotent; a click handler on any thread may call them.
 """
 
@@ -32,15 +38,21 @@ InterruptMode = Literal["now", "after_step"]
 class CancelScope:
     """Thread-safe, idempotent cancellation for one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id
         self._lock = threading.Lock()
         self._now = threading.Event()
         self._after_step = threading.Event()
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[object] | None = None
+        self._parent: CancelScope | None = None
+        self._children: set[CancelScope] = set()
         self.requested_at: float | None = None
         """``time.perf_counter()`` when the first accepted interrupt arrived."""
+        self.now_reason: str | None = None
+        """Who asked for the interrupt("now") that was accepted: ``"user"``, ``"parent"``..."""
+        self.after_step_reason: str | None = None
 
     def bind(self, task: asyncio.Task[object]) -> None:
         """Attach the run's task. Called once, on the loop thread, as the task starts."""
@@ -50,12 +62,13 @@ class CancelScope:
             if self._now.is_set():
                 task.cancel()
 
-    def interrupt(self, mode: InterruptMode = "now") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", reason: str = "user") -> bool:
         """Ask the run to stop; True if the run was still live. Idempotent; any thread.
 
         ``"now"`` returning True guarantees the run ends ``"interrupted"``. ``"after_step"`` stops
         at the next step boundary; if the current step is the final answer the run ends
-        ``"success"``, as there is nothing left to stop.
+        ``"success"``, as there is nothing left to stop. ``reason`` ends up in the record's
+        ``stop_reason`` (the first accepted one of each mode wins).
         """
         if mode not in ("now", "after_step"):
             raise ValueError(f"mode must be 'now' or 'after_step', not {mode!r}")
@@ -65,22 +78,56 @@ class CancelScope:
             if self.requested_at is None:
                 self.requested_at = time.perf_counter()
             if mode == "after_step":
+                if self.after_step_reason is None:
+                    self.after_step_reason = reason
                 self._after_step.set()
                 return True
             if self._now.is_set():
                 return True
+            self.now_reason = reason
             self._now.set()
             loop, task = self._loop, self._task
+            children = list(self._children)
         if loop is not None and task is not None:
             with contextlib.suppress(RuntimeError):  # a closing loop: the run is ending anyway
                 loop.call_soon_threadsafe(task.cancel)
+        for child in children:
+            child.interrupt("now", reason="parent")
         return True
+
+    def adopt(self, child: CancelScope) -> None:
+        """Make ``child`` (the scope of a run started inside this run) stop when this one does."""
+        with self._lock:
+            stopped = self._now.is_set()
+            if not stopped and not self._closed:
+                self._children.add(child)
+                child._parent = self
+        if stopped:
+            child.interrupt("now", reason="parent")
 
     def close(self) -> bool:
         """Seal the scope as the run ends; True if an interrupt("now") came first. Runner only."""
         with self._lock:
             self._closed = True
-            return self._now.is_set()
+            parent, self._parent = self._parent, None
+            now = self._now.is_set()
+        if parent is not None:
+            with parent._lock:
+                parent._children.discard(self)
+        return now
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The ``stop_reason`` of an interrupted run: the reason of the accepted interrupt."""
+        if self._now.is_set():
+            return self.now_reason
+        if self._after_step.is_set():
+            return f"{self.after_step_reason}_after_step"
+        return None
 
     @property
     def interrupted(self) -> bool:

@@ -6,27 +6,60 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class _Unchanged:
+    """The default of every ``configure`` option: leave the setting as it is."""
+
+    def __repr__(self) -> str:
+        return "unchanged"
+
+
+UNCHANGED: Any = _Unchanged()
+
+
 @dataclass
 class Settings:
     store: Any = None
     """A ``RunStore`` every run is persisted to unless ``start(store=...)`` names another."""
     display: bool | None = None
-    """Show the live view on ``start``: None means "when running in a Jupyter kernel"."""
+    """Show runs on ``start``: None (the default) and True mean "yes": the live widget view in a
+    Jupyter kernel, the text view elsewhere; False shows nothing."""
     quiet_smolagents: bool = True
     """Silence smolagents' own console output while nbagent shows the run."""
+    history_limit: int | None = 1000
+    """How many finished runs ``nbagent.history`` keeps in memory (the oldest go first; None
+    keeps all). A ``RunStore`` is where every run is kept."""
 
 
 settings = Settings()
 
-_UNSET: Any = object()
 
+def configure(
+    *,
+    store: Any = UNCHANGED,
+    display: bool | None = UNCHANGED,
+    quiet_smolagents: bool = UNCHANGED,
+    history_limit: int | None = UNCHANGED,
+) -> Settings:
+    """Set process-wide defaults; returns the settings. Only the options you pass change.
 
-def configure(*, store: Any = _UNSET, display: Any = _UNSET, quiet_smolagents: Any = _UNSET) -> Settings:
-    """Set process-wide defaults; returns the settings. Only the options you pass change."""
-    if store is not _UNSET:
+    Args:
+        store: a ``RunStore`` every run is persisted to (None: no store).
+        display: False to show no view; None/True: widgets in Jupyter, text elsewhere.
+        quiet_smolagents: silence smolagents' own console output while nbagent shows the run.
+        history_limit: how many finished runs ``nbagent.history`` keeps in memory (default
+            1000; None keeps every run). Older runs are dropped from memory, not from a store.
+    """
+    if store is not UNCHANGED:
         settings.store = store
-    if display is not _UNSET:
+    if display is not UNCHANGED:
         settings.display = display
-    if quiet_smolagents is not _UNSET:
+    if quiet_smolagents is not UNCHANGED:
         settings.quiet_smolagents = quiet_smolagents
+    if history_limit is not UNCHANGED:
+        if history_limit is not None and (not isinstance(history_limit, int) or history_limit < 0):
+            raise ValueError(f"history_limit must be a non-negative int or None, not {history_limit!r}")
+        settings.history_limit = history_limit
+        from .history import trim
+
+        trim()
     return settings

@@ -13,6 +13,8 @@ from typing import Any
 
 from . import events as ev
 from .cancel import CancelScope
+from .errors import ModelError
+from .text import safe_text
 
 
 class RunContext:
@@ -26,6 +28,18 @@ class RunContext:
         self.scope = scope
         self.emit = emit
         self.step = 0
+        self.shown = False
+        """True when a view shows the run (a source may then silence its own console output)."""
+        self.messages: list[dict[str, Any]] | None = None
+        """Set by the source: the conversation the model saw, kept in the record at the end."""
+
+    def queued(self, after_run_id: str | None) -> None:
+        """The run must wait for ``after_run_id`` (another run of the same agent) to end."""
+        self.emit(ev.RunQueued(self.run_id, self.step, time.perf_counter(), after_run_id))
+
+    def dequeued(self) -> None:
+        """The wait is over: the run's clock starts now."""
+        self.emit(ev.RunDequeued(self.run_id, self.step, time.perf_counter()))
 
     def start_step(self, kind: ev.StepKind) -> int:
         self.step += 1
@@ -36,6 +50,14 @@ class RunContext:
         self.emit(ev.TextDelta(self.run_id, self.step, time.perf_counter(), text))
 
     def usage(self, input_tokens: int | None, output_tokens: int | None, source: ev.UsageSource) -> None:
+        """Report token usage. A count that is not a non-negative integer (or ``None``) is a broken
+        model: ``ModelError`` names it, instead of a bad number reaching the frames."""
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ModelError(
+                    f"the model reported {name}={safe_text(value)}; a token count must be a "
+                    "non-negative int, or None when unknown"
+                )
         self.emit(ev.Usage(self.run_id, self.step, time.perf_counter(), input_tokens, output_tokens, source))
 
     def retrying(self, attempt: int, delay_s: float, reason: str) -> None:

@@ -58,14 +58,47 @@ class ToolError(AgentError):
 
 
 class MaxStepsReached(AgentError):
-    """The agent used all its steps without a final answer."""
+    """The agent used all its steps without a final answer.
+
+    ``output`` is the answer the agent was forced to give at the end, when it gives one
+    (smolagents does); the record keeps it, with the status ``"max_steps"``.
+    """
+
+    def __init__(self, message: str, *, record: RunRecord | None = None, output: Any = None) -> None:
+        super().__init__(message, record=record)
+        self.output = output
+
+
+class StoppedByKeyboard(KeyboardInterrupt):
+    """Ctrl-C (or Jupyter's interrupt) stopped a run that a blocking call or an ``await`` waited on.
+
+    Raised *after* the run's interrupted record is complete (and stored), so a script's loop, a
+    cell and "Run All" stop instead of starting the next run. ``record`` is that record (also
+    ``nbagent.history.last()``).
+    """
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__(
+            f"run {record.run_id} was stopped by the keyboard interrupt; "
+            "its record is nbagent.history.last() (and this exception's .record)"
+        )
+        self.record = record
 
 
 def describe(exc: BaseException) -> str:
-    """A one-line, readable description of ``exc``: its type and message."""
-    text = str(exc).strip()
+    """A one-line, readable description of ``exc``: its type and message (the type once, even when
+    the message already starts with it). Never raises, whatever ``str(exc)`` does."""
+    from .text import safe_text
+
     name = type(exc).__name__
-    return f"{name}: {text}" if text else name
+    try:
+        text = str(exc).strip()
+    except Exception:
+        text = safe_text(exc.args)
+    text = safe_text(text)
+    if not text:
+        return name
+    return text if text.startswith(f"{name}: ") else f"{name}: {text}"
 
 
 def error_kind(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ recorder derives every other UTC time from it, so clock jumps never reorder a ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -32,6 +32,26 @@ class RunStarted(RunEvent):
     agent: str
     model: str
     started_at: datetime
+    parent_run_id: str | None = None
+    """The run whose tool started this one (stopping the parent stops it)."""
+    continues_run_id: str | None = None
+    """The run of the same agent whose memory this one continues (``reset=False``)."""
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    model_params: dict[str, Any] = field(default_factory=dict)
+    """The model's request settings (temperature, max_tokens...), when the model tells them."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunQueued(RunEvent):
+    """The run waits for another run of the same agent to end (runs of one agent take turns)."""
+
+    after_run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunDequeued(RunEvent):
+    """The wait is over and the run really starts: its clock starts here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,3 +122,8 @@ class RunFinished(RunEvent):
     error: str | None = None
     error_type: str | None = None
     cost_usd: float | None = None
+    stop_reason: str | None = None
+    """Why the run ended other than by finishing: ``user``, ``user_after_step``, ``parent``,
+    ``max_steps``, ``error`` (``None`` for a success)."""
+    messages: list[dict[str, Any]] | None = None
+    """The conversation the model saw, as chat messages, when the source can tell."""

@@ -8,21 +8,69 @@ them. For runs across kernel restarts, use a ``RunStore``: it has the same frame
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+import logging as _logging
+import threading as _threading
+from collections import deque as _deque
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
+from .config import settings as _settings
 from .records import RunRecord
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     import pandas as pd
 
-_records: list[RunRecord] = []
-_lock = threading.Lock()
+__all__ = [
+    "add",
+    "clear",
+    "dropped",
+    "last",
+    "plot_durations",
+    "plot_timeline",
+    "plot_tokens",
+    "records",
+    "runs",
+    "steps",
+    "summary",
+    "tool_calls",
+    "trim",
+]
+
+_records: _deque[RunRecord] = _deque()
+_lock = _threading.Lock()
+_dropped = 0
+_logger = _logging.getLogger("nbagent")
 
 
 def add(record: RunRecord) -> None:
+    """Keep a finished run (the runner calls this), dropping the oldest past the history limit."""
     with _lock:
         _records.append(record)
+    trim()
+
+
+def trim() -> None:
+    """Drop the oldest runs past ``configure(history_limit=...)`` (1000 by default)."""
+    global _dropped
+    limit = _settings.history_limit
+    with _lock:
+        if limit is None or len(_records) <= limit:
+            return
+        first = _dropped == 0
+        while len(_records) > limit:
+            _records.popleft()
+            _dropped += 1
+    if first:
+        _logger.warning(
+            "nbagent: history keeps the last %d runs in memory and drops older ones; "
+            "a RunStore keeps every run (nbagent.configure(store=..., history_limit=...))",
+            limit,
+        )
+
+
+def dropped() -> int:
+    """How many runs this process dropped from the history to keep within its limit."""
+    return _dropped
 
 
 def records() -> list[RunRecord]:
@@ -33,8 +81,10 @@ def records() -> list[RunRecord]:
 
 def clear() -> None:
     """Forget the runs of this process (a store keeps what it stored)."""
+    global _dropped
     with _lock:
         _records.clear()
+        _dropped = 0
 
 
 def last() -> RunRecord:
@@ -66,7 +116,7 @@ def tool_calls() -> pd.DataFrame:
     return tool_calls_frame(records())
 
 
-def summary(**options: Any) -> pd.DataFrame:
+def summary(**options: _Any) -> pd.DataFrame:
     """Per agent and model: runs, success and interrupt rates, durations, tokens per step, cost.
 
     ``options`` go to ``nbagent.analysis.summary`` (e.g. ``by="task"``).
@@ -76,22 +126,26 @@ def summary(**options: Any) -> pd.DataFrame:
     return summarize(records(), **options)
 
 
-def plot_timeline(run_id: str | None = None, ax: Any = None) -> Any:
+def plot_timeline(run_id: str | None = None, ax: _Any = None) -> _Any:
     """Gantt chart of steps and tool calls: of one run, or of every run side by side."""
     from .plots import timeline
 
     return timeline(records(), run_id=run_id, ax=ax)
 
 
-def plot_tokens(run_id: str | None = None, ax: Any = None) -> Any:
+def plot_tokens(run_id: str | None = None, ax: _Any = None) -> _Any:
     """Input and output tokens per step: of one run, or the mean over runs by step number."""
     from .plots import tokens
 
     return tokens(records(), run_id=run_id, ax=ax)
 
 
-def plot_durations(of: str = "runs", by: str | None = None, ax: Any = None) -> Any:
+def plot_durations(of: str = "runs", by: str | None = None, ax: _Any = None) -> _Any:
     """Histogram of the durations of runs, steps or tool calls, split by status or kind."""
     from .plots import durations
 
     return durations(records(), of=of, by=by, ax=ax)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

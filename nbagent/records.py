@@ -16,6 +16,7 @@ from typing import Any
 
 from . import events as ev
 from .errors import ERROR_TYPES, AgentError
+from .text import clean, clean_value, safe_text, shorten
 
 
 @dataclass
@@ -94,6 +95,25 @@ class RunRecord:
     duration_s: float | None = None
     steps: list[StepRecord] = field(default_factory=list)
     cost_usd: float | None = None
+    stop_reason: str | None = None
+    """Why the run ended other than by finishing: ``user`` (Stop / ``interrupt()``),
+    ``user_after_step``, ``parent`` (the run that started it was stopped), ``keyboard`` (Ctrl-C or
+    Jupyter's interrupt), ``max_steps``, ``error``; ``None`` for a success."""
+    parent_run_id: str | None = None
+    """The run whose tool started this one."""
+    continues_run_id: str | None = None
+    """The run whose memory this one continues (``reset=False``)."""
+    queued_s: float = 0.0
+    """Seconds the run waited for an earlier run of the same agent before it really started;
+    ``started_at`` and ``duration_s`` count from the real start."""
+    queued_after: str | None = None
+    """While the run waits in that queue: the run it waits for (``None`` otherwise)."""
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    model_params: dict[str, Any] = field(default_factory=dict)
+    """The model's request settings (temperature, max_tokens...), when the model tells them."""
+    messages: list[dict[str, Any]] | None = None
+    """The conversation the model saw by the end of the run, when the source can tell."""
 
     @property
     def input_tokens(self) -> int | None:
@@ -148,6 +168,17 @@ class RunRecord:
 
         return record_text(self)
 
+    def __repr__(self) -> str:
+        tokens = "?" if self.total_tokens is None else str(self.total_tokens)
+        duration = "?" if self.duration_s is None else f"{self.duration_s:.2f}s"
+        return (
+            f"<RunRecord {self.run_id} {self.status} {self.agent}/{self.model} "
+            f"steps={len(self.steps)} tokens={tokens} {duration} task={shorten(self.task, 40)!r}>"
+        )
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self) if cycle else str(self))
+
     def _repr_html_(self) -> str:
         from .htmlview import record_html
 
@@ -155,6 +186,18 @@ class RunRecord:
 
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
+
+
+def _clean(text: str | None) -> str | None:
+    return None if text is None else safe_text(text)
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a non-negative int, or ``None`` (unknown) for anything else: a source's
+    bad count must never reach a frame or a view as a negative or fractional number."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return int(value)
 
 
 def _add_known(total: int | None, part: int | None) -> int | None:
@@ -188,7 +231,7 @@ class Recorder:
         with self._lock:
             kind = type(event)
             if kind is ev.TextDelta:
-                self._text.setdefault(event.step, []).append(event.text)  # type: ignore[attr-defined]
+                self._text.setdefault(event.step, []).append(clean(event.text))  # type: ignore[attr-defined]
             elif kind is ev.RunStarted:
                 self._start(event)  # type: ignore[arg-type]
             elif kind is ev.StepStarted:
@@ -207,12 +250,36 @@ class Recorder:
                 self._step_finished(event)  # type: ignore[arg-type]
             elif kind is ev.RunFinished:
                 self._run_finished(event)  # type: ignore[arg-type]
+            elif kind is ev.RunQueued:
+                assert self._record is not None
+                self._record.queued_after = event.after_run_id  # type: ignore[attr-defined]
+            elif kind is ev.RunDequeued:
+                self._dequeued(event.t)
 
     def _start(self, e: ev.RunStarted) -> None:
         self._t0 = e.t
         self._record = RunRecord(
-            run_id=e.run_id, task=e.task, agent=e.agent, model=e.model, started_at=e.started_at
+            run_id=e.run_id,
+            task=clean(e.task),
+            agent=clean(e.agent),
+            model=clean(e.model),
+            started_at=e.started_at,
+            parent_run_id=e.parent_run_id,
+            continues_run_id=e.continues_run_id,
+            tags=[clean(t) for t in e.tags],
+            metadata=clean_value(dict(e.metadata)),
+            model_params=clean_value(dict(e.model_params)),
         )
+
+    def _dequeued(self, t: float) -> None:
+        """The run really starts: its clock (and ``started_at``) move to now."""
+        record = self._record
+        assert record is not None
+        waited = max(0.0, t - self._t0)
+        record.queued_s += waited
+        record.queued_after = None
+        record.started_at += timedelta(seconds=waited)
+        self._t0 = t
 
     def _step_started(self, e: ev.StepStarted) -> None:
         at, offset = self._at(e.t)
@@ -225,7 +292,11 @@ class Recorder:
     def _call_started(self, e: ev.ToolCallStarted) -> None:
         at, offset = self._at(e.t)
         call = ToolCallRecord(
-            call_id=e.call_id, tool=e.tool, arguments=e.arguments, started_at=at, start_s=offset
+            call_id=e.call_id,
+            tool=clean(e.tool),
+            arguments=clean_value(e.arguments),
+            started_at=at,
+            start_s=offset,
         )
         self._calls[e.call_id] = call
         self._steps[e.step].tool_calls.append(call)
@@ -235,7 +306,7 @@ class Recorder:
         if call is None or call.status is not None:
             return
         call.ended_at, call.end_s = self._at(e.t)
-        call.status, call.result, call.error = e.status, e.result, e.error
+        call.status, call.result, call.error = e.status, clean_value(e.result), _clean(e.error)
 
     def _usage(self, e: ev.Usage) -> None:
         step = self._steps.get(e.step)
@@ -245,9 +316,10 @@ class Recorder:
         # weakest of its parts, so one call of unknown usage marks the step's sum as partial.
         first = e.step not in self._usage_seen
         self._usage_seen.add(e.step)
-        step.input_tokens = _add_known(step.input_tokens, e.input_tokens)
-        step.output_tokens = _add_known(step.output_tokens, e.output_tokens)
-        unknown_part = e.input_tokens is None or e.output_tokens is None
+        tokens_in, tokens_out = _count(e.input_tokens), _count(e.output_tokens)
+        step.input_tokens = _add_known(step.input_tokens, tokens_in)
+        step.output_tokens = _add_known(step.output_tokens, tokens_out)
+        unknown_part = tokens_in is None or tokens_out is None
         source: ev.UsageSource = "unknown" if unknown_part else e.source
         if first or _SOURCE_RANK[source] < _SOURCE_RANK[step.usage_source]:
             step.usage_source = source
@@ -264,10 +336,10 @@ class Recorder:
             return
         self._close_step(step, e.t)
         if e.model_output is not None:
-            step.model_output = e.model_output
+            step.model_output = safe_text(e.model_output)
         if e.kind is not None:
             step.kind = e.kind
-        step.error = e.error
+        step.error = _clean(e.error)
         step.interrupted = e.interrupted
 
     def _run_finished(self, e: ev.RunFinished) -> None:
@@ -282,10 +354,13 @@ class Recorder:
                 self._close_step(step, e.t)
                 step.interrupted = e.status == "interrupted"
                 if e.status == "error":
-                    step.error = e.error
+                    step.error = _clean(e.error)
         record.ended_at, record.duration_s = self._at(e.t)
-        record.status, record.output, record.error = e.status, e.output, e.error
+        record.status, record.output, record.error = e.status, clean_value(e.output), _clean(e.error)
         record.error_type, record.cost_usd = e.error_type, e.cost_usd
+        record.stop_reason, record.queued_after = e.stop_reason, None
+        if e.messages is not None:
+            record.messages = clean_value(list(e.messages))
 
     @property
     def live(self) -> RunRecord | None:

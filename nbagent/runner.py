@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -28,8 +30,10 @@ from . import history
 from .cancel import CancelScope, InterruptMode, current_scope
 from .config import settings
 from .context import RunContext
-from .errors import AgentError, AgentInterrupted, MaxStepsReached, describe, error_kind
+from .errors import AgentError, AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
+from .loop import LoopThread, runner_loop
 from .records import Recorder, RunRecord
+from .text import shorten
 
 logger = logging.getLogger("nbagent")
 
@@ -45,38 +49,6 @@ class Source(Protocol):
     def model_name(self) -> str: ...
 
     async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any: ...
-
-
-class _LoopThread:
-    """The private event loop on its daemon thread, started on first use."""
-
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
-
-    @classmethod
-    def get(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None or cls._thread is None or not cls._thread.is_alive():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                cls._thread = threading.Thread(target=serve, name="nbagent-loop", daemon=True)
-                cls._thread.start()
-                ready.wait()
-                cls._loop = loop
-                _warm_up_pricing()
-            return cls._loop
-
-
-def runner_loop() -> asyncio.AbstractEventLoop:
-    """The runner's event loop (started if needed)."""
-    return _LoopThread.get()
 
 
 _live_runs: set[Run] = set()
@@ -102,13 +74,37 @@ class Run:
     await interrupts the run.
     """
 
-    def __init__(self, agent: Any, task: str, *, sinks: Iterable[Sink] = (), reset: bool = True) -> None:
+    def __init__(
+        self,
+        agent: Any,
+        task: str,
+        *,
+        sinks: Iterable[Sink] = (),
+        reset: bool = True,
+        tags: Iterable[str] = (),
+        metadata: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(task, str):
+            raise TypeError(f"task must be a str, not {type(task).__name__}")
         self.agent = agent
         self.source = as_source(agent)
         self.task = task
         self.reset = reset
+        self.tags = tuple(_check_tags(tags))
+        self.metadata = dict(metadata or {})
+        self.options = dict(options or {})
+        """Extra keyword arguments for the source (smolagents' ``additional_args``, ``images``...)."""
+        _check_options(self.source, self.options)
         self.run_id = uuid.uuid4().hex[:16]
-        self.scope = CancelScope()
+        self.scope = CancelScope(self.run_id)
+        parent = current_scope.get()
+        self.parent_run_id = parent.run_id if parent is not None and not parent.closed else None
+        if parent is not None and self.parent_run_id is not None:
+            parent.adopt(self.scope)
+        self.continues_run_id = None if reset else _last_run_of(agent)
+        self.shown = False
+        """True when a view (widgets or text) shows this run."""
         self._recorder = Recorder()
         self._sinks: list[Sink] = list(sinks)
         self._failed_sinks: set[int] = set()
@@ -117,6 +113,7 @@ class Run:
         self._future: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
         self._future.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
         self._final: RunRecord | None = None
+        self._finish_lock = threading.Lock()
         self._started = False
         self._submitted = False
 
@@ -128,10 +125,11 @@ class Run:
             raise RuntimeError("add sinks before the run starts (pass sinks= to start())")
         self._sinks.append(sink)
 
-    def interrupt(self, mode: InterruptMode = "now") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: str = "user") -> bool:
         """Stop the run: ``"now"`` cancels the in-flight model call and tool; ``"after_step"`` lets
-        the current step finish. True if the run was still live. Idempotent; any thread."""
-        return self.scope.interrupt(mode)
+        the current step finish. True if the run was still live. Idempotent; any thread.
+        ``reason`` becomes the record's ``stop_reason``."""
+        return self.scope.interrupt(mode, reason=reason)
 
     def done(self) -> bool:
         return self._future.done()
@@ -166,36 +164,67 @@ class Run:
     def wait(self, timeout: float | None = None) -> RunRecord:
         """Block until the run ends and return its record.
 
-        Waits in short slices so Jupyter's interrupt (``KeyboardInterrupt``) reaches this thread;
-        it interrupts the run, and the wait goes on until the interrupted record is complete.
-        Raises ``TimeoutError`` if ``timeout`` passes first (the run goes on).
+        In Jupyter, prefer ``record = await run``: while a cell blocks here the kernel cannot take
+        a Stop click, so the view's Stop button says so and is disabled until the wait ends; use
+        Jupyter's ■ Interrupt instead. Ctrl-C or ■ Interrupt interrupts the run; once its record
+        is complete (and stored), ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) is raised so the
+        cell, a loop of runs and "Run All" stop too. A second Ctrl-C while the run is still
+        stopping raises ``KeyboardInterrupt`` at once. Raises ``TimeoutError`` if ``timeout``
+        passes first (the run goes on).
         """
-        if threading.current_thread() is _LoopThread._thread:
+        if threading.current_thread() is LoopThread.thread():
             raise RuntimeError("wait() on the runner's own thread would deadlock: use `await run` in a tool")
+        from .interrupts import blocking_wait
+
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                return self._future.result(timeout=0.1 if remaining is None else min(0.1, remaining))
-            except concurrent.futures.TimeoutError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
-            except KeyboardInterrupt:
-                self.interrupt()
+        pressed = False
+        with blocking_wait(self):
+            while True:
+                try:
+                    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    record = self._future.result(timeout=0.1 if remaining is None else min(0.1, remaining))
+                    break
+                except concurrent.futures.TimeoutError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
+                except KeyboardInterrupt:
+                    if pressed:
+                        raise KeyboardInterrupt(
+                            f"run {self.run_id} is still stopping; its record will be in nbagent.history"
+                        ) from None
+                    pressed = True
+                    self.interrupt()
+        if pressed:
+            raise StoppedByKeyboard(record)
+        return record
 
     async def _await(self) -> RunRecord:
+        from .interrupts import sigint_stops
+
         waiter = asyncio.wrap_future(self._future)
-        try:
-            return await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            self.interrupt()
-            raise
+        with sigint_stops(self) as keyboard:
+            try:
+                record = await asyncio.shield(waiter)
+            except asyncio.CancelledError:
+                self.interrupt()
+                raise
+        if keyboard.pressed:
+            raise StoppedByKeyboard(record)
+        return record
 
     def __await__(self) -> Generator[Any, None, RunRecord]:
         return self._await().__await__()
 
+    def __getattr__(self, name: str) -> Any:
+        if name in RunRecord.__dataclass_fields__ or name in vars(RunRecord):
+            raise AttributeError(
+                f"a Run has no {name!r}: its result is a RunRecord. Use `record = await run` "
+                f"(or run.wait()) and then record.{name}; run.record is a snapshot while it runs"
+            )
+        raise AttributeError(f"'Run' object has no attribute {name!r}")
+
     def __repr__(self) -> str:
-        return f"<nbagent.Run {self.run_id} {self.status} task={self.task[:40]!r}>"
+        return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
 
     # -- the loop side ---------------------------------------------------------------------
 
@@ -207,7 +236,7 @@ class Run:
         for index, sink in enumerate(self._sinks):
             try:
                 sink(event)
-            except Exception as exc:
+            except BaseException as exc:  # even SystemExit from a sink must not end the run
                 if index not in self._failed_sinks:
                     self._failed_sinks.add(index)
                     message = f"sink {sink!r} failed on {type(event).__name__}: {describe(exc)}"
@@ -225,8 +254,14 @@ class Run:
             getattr(self.source, "name", type(self.agent).__name__),
             self.source.model_name,
             datetime.now(timezone.utc),
+            parent_run_id=self.parent_run_id,
+            continues_run_id=self.continues_run_id,
+            tags=self.tags,
+            metadata=self.metadata,
+            model_params=_model_params(self.source),
         )
         self._recorder.apply(started)
+        _remember_run_of(self.agent, self.run_id)
         with _live_lock:
             _live_runs.add(self)
         asyncio.run_coroutine_threadsafe(self._main(started), loop)
@@ -237,6 +272,7 @@ class Run:
         assert task is not None
         current_scope.set(self.scope)
         ctx = RunContext(self.run_id, self.scope, self._emit)
+        ctx.shown = self.shown
         status: ev.RunStatus = "success"
         output: Any = None
         error: str | None = None
@@ -244,49 +280,78 @@ class Run:
         try:
             self._fan_out(started)
             self.scope.bind(task)
-            output = await self.source.drive(self.task, ctx, self.reset)
+            output = await self.source.drive(self.task, ctx, self.reset, **self.options)
         except (asyncio.CancelledError, AgentInterrupted):
             status = "interrupted"
         except MaxStepsReached as exc:
             status, error, error_type = "max_steps", describe(exc), "MaxStepsReached"
+            output = exc.output
         except BaseException as exc:  # even SystemExit from a source must end as a record, not kill the loop
             status, error, error_type = "error", describe(exc), error_kind(exc)
         try:
             self._finish(task, ctx, status, output, error, error_type)
             await self._sinks_drained()
         finally:
-            with _live_lock:
-                _live_runs.discard(self)
-            final = self._final or self._recorder.snapshot()
-            assert final is not None
-            self._final = final
-            history.add(final)
-            self._future.set_result(final)
+            self._complete()
 
     def _finish(
         self,
-        task: asyncio.Task[Any],
+        task: asyncio.Task[Any] | None,
         ctx: RunContext,
         status: ev.RunStatus,
         output: Any,
         error: str | None,
         error_type: str | None,
     ) -> None:
-        if self.scope.close():
-            # An interrupt accepted before the end wins, even against a just-finished answer.
-            status, error, error_type = "interrupted", None, None
-        if status == "interrupted":
-            output, error, error_type = None, "interrupted by the user", "AgentInterrupted"
-        if hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
-            task.uncancel()  # the cancel was ours and is handled; the record is the result
-        # Priced before the end event, so every recorder of the run (the store's too) has the cost.
-        cost = _cost_of(self.live_record())
-        finished = ev.RunFinished(
-            self.run_id, ctx.step, time.perf_counter(), status, output, error, error_type, cost
-        )
-        self._recorder.apply(finished)
-        self._final = self._recorder.snapshot()  # before any sink shows the end: the handle never lags
+        with self._finish_lock:
+            if self._final is not None:
+                return  # ended already (its loop died under it)
+            if self.scope.close():
+                # An interrupt accepted before the end wins, even against a just-finished answer.
+                status, error, error_type = "interrupted", None, None
+            stop_reason = {"success": None, "max_steps": "max_steps", "error": "error"}.get(status)
+            if status == "interrupted":
+                output, error, error_type = None, None, None
+                stop_reason = self.scope.stop_reason or "user"
+            if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
+                task.uncancel()  # the cancel was ours and is handled; the record is the result
+            # Priced before the end event, so every recorder of the run (the store's too) has the cost.
+            cost = _cost_of(self.live_record())
+            finished = ev.RunFinished(
+                self.run_id,
+                ctx.step,
+                time.perf_counter(),
+                status,
+                output,
+                error,
+                error_type,
+                cost,
+                stop_reason=stop_reason,
+                messages=ctx.messages,
+            )
+            self._recorder.apply(finished)
+            self._final = self._recorder.snapshot()  # before any sink shows the end: the handle never lags
         self._fan_out(finished)
+
+    def _complete(self) -> None:
+        """Hand the final record out: history, the handle, every waiter. Exactly once."""
+        with _live_lock:
+            _live_runs.discard(self)
+        if self._future.done():
+            return
+        final = self._final or self._recorder.snapshot()
+        assert final is not None
+        self._final = final
+        history.add(final)
+        self._future.set_result(final)
+
+    def _end_without_loop(self, reason: str) -> None:
+        """End the run from another thread because its loop is gone: an ``"error"`` record."""
+        ctx = RunContext(self.run_id, self.scope, self._emit)
+        live = self._recorder.live
+        ctx.step = len(live.steps) if live is not None else 0
+        self._finish(None, ctx, "error", None, f"RuntimeError: {reason} during the run", "RuntimeError")
+        self._complete()
 
     async def _sinks_drained(self) -> None:
         """Wait (without blocking the loop) for sinks that write elsewhere, such as a store's
@@ -304,19 +369,79 @@ class Run:
 SINK_DRAIN_TIMEOUT_S = 5.0
 
 
+def _check_options(source: Source, options: dict[str, Any]) -> None:
+    """Refuse, before the run starts, options the source's ``drive`` does not take."""
+    if not options:
+        return
+    import inspect
+
+    parameters = inspect.signature(source.drive).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = [n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"{type(source).__name__} runs take no {', '.join(map(repr, unknown))}; "
+            f"the options it takes are: {', '.join(accepted) or 'none'}"
+        )
+
+
+def _check_tags(tags: Iterable[str]) -> list[str]:
+    if isinstance(tags, str):
+        raise TypeError("tags must be a list of strings, not one string (tags=['a', 'b'])")
+    tags = list(tags)
+    bad = [t for t in tags if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"tags must be strings, not {type(bad[0]).__name__}")
+    return tags
+
+
+_last_runs: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_last_runs_lock = threading.Lock()
+
+
+def _last_run_of(agent: Any) -> str | None:
+    with _last_runs_lock, contextlib.suppress(TypeError):
+        return _last_runs.get(agent)
+    return None
+
+
+def _remember_run_of(agent: Any, run_id: str) -> None:
+    with _last_runs_lock, contextlib.suppress(TypeError):  # an agent that cannot be weakly referenced
+        _last_runs[agent] = run_id
+
+
+def _model_params(source: Any) -> dict[str, Any]:
+    """The request settings of the source's model, when it exposes them (``params``)."""
+    model = getattr(source, "model", None)
+    params = getattr(model, "params", None)
+    return dict(params) if isinstance(params, dict) else {}
+
+
 def _prepare(
-    agent: Any, task: str, *, reset: bool, sinks: Iterable[Sink], store: Any, display: bool | None
+    agent: Any,
+    task: str,
+    *,
+    reset: bool,
+    sinks: Iterable[Sink],
+    store: Any,
+    display: bool | None,
+    tags: Iterable[str],
+    metadata: dict[str, Any] | None,
+    options: dict[str, Any],
 ) -> Run:
-    run = Run(agent, task, sinks=sinks, reset=reset)
+    run = Run(agent, task, sinks=sinks, reset=reset, tags=tags, metadata=metadata, options=options)
     store = store if store is not None else settings.store
     if store is not None:
         run.add_sink(store.sink())
     if display is None:
-        display = settings.display if settings.display is not None else _in_kernel()
+        display = settings.display if settings.display is not None else True
     if display:
         from .display import show_run
 
         show_run(run)
+        run.shown = True
     return run
 
 
@@ -328,18 +453,33 @@ def start(
     sinks: Iterable[Sink] = (),
     store: Any = None,
     display: bool | None = None,
+    tags: Iterable[str] = (),
+    metadata: dict[str, Any] | None = None,
+    **options: Any,
 ) -> Run:
     """Start ``task`` on ``agent`` in the background and return its ``Run`` at once.
+
+    In Jupyter, wait for it with ``record = await run`` in a later cell: the Stop button works
+    while a cell awaits, not while a cell blocks (``run.wait()``, ``nbagent.run``).
 
     Args:
         agent: an ``nbagent.Agent`` or a smolagents agent.
         task: what to do.
-        reset: False continues the agent's memory (after an interrupt, say).
+        reset: False continues the agent's memory (after an interrupt, say); the record's
+            ``continues_run_id`` names the run it continues.
         sinks: callables that receive every ``RunEvent`` in order, on the runner's thread.
         store: a ``RunStore`` to persist the run to as it happens (default: ``configure(store=)``).
-        display: show the live view; by default, when running in a Jupyter kernel.
+        display: show the run: the live widget view in a Jupyter kernel, text elsewhere
+            (default: ``configure(display=)``, which defaults to True).
+        tags: labels kept with the record (a ``tags`` column in the runs frame).
+        metadata: a dict kept with the record (a ``metadata`` column).
+        **options: passed to the agent's run: for smolagents ``max_steps``, ``additional_args``,
+            ``images``; for ``nbagent.Agent`` ``max_steps``.
     """
-    run = _prepare(agent, task, reset=reset, sinks=sinks, store=store, display=display)
+    run = _prepare(
+        agent, task, reset=reset, sinks=sinks, store=store, display=display,
+        tags=tags, metadata=metadata, options=options,
+    )  # fmt: skip
     run._start(runner_loop())
     return run
 
@@ -352,9 +492,22 @@ def run(
     sinks: Iterable[Sink] = (),
     store: Any = None,
     display: bool | None = None,
+    tags: Iterable[str] = (),
+    metadata: dict[str, Any] | None = None,
+    **options: Any,
 ) -> RunRecord:
-    """Run ``task`` to its end and return the record, blocking; Jupyter's interrupt stops the run."""
-    handle = _prepare(agent, task, reset=reset, sinks=sinks, store=store, display=display)
+    """Run ``task`` to its end and return the record, blocking (arguments as for ``start``).
+
+    In Jupyter the Stop button cannot work while this cell blocks (the kernel takes the click
+    only after the cell ends), so the view disables it and says so: use Jupyter's ■ Interrupt,
+    or ``run = start(...)`` and ``await run``. Ctrl-C / ■ Interrupt stops the run and, once its
+    record is complete, raises ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) so what follows
+    (a loop of runs, the next cells) stops too; the record is ``nbagent.history.last()``.
+    """
+    handle = _prepare(
+        agent, task, reset=reset, sinks=sinks, store=store, display=display,
+        tags=tags, metadata=metadata, options=options,
+    )  # fmt: skip
     try:
         handle._start(runner_loop())
     except KeyboardInterrupt:  # pressed while the run was being launched: it must not run on unseen
@@ -372,9 +525,16 @@ async def arun(
     sinks: Iterable[Sink] = (),
     store: Any = None,
     display: bool | None = None,
+    tags: Iterable[str] = (),
+    metadata: dict[str, Any] | None = None,
+    **options: Any,
 ) -> RunRecord:
-    """Run ``task`` without blocking the caller's loop; cancelling this await interrupts the run."""
-    return await start(agent, task, reset=reset, sinks=sinks, store=store, display=display)
+    """Run ``task`` without blocking the caller's loop (arguments as for ``start``); cancelling
+    this await interrupts the run, and so does Jupyter's ■ Interrupt while a cell awaits it."""
+    return await start(
+        agent, task, reset=reset, sinks=sinks, store=store, display=display,
+        tags=tags, metadata=metadata, **options,
+    )  # fmt: skip
 
 
 def interrupt_all(mode: InterruptMode = "now") -> int:
@@ -385,39 +545,39 @@ def interrupt_all(mode: InterruptMode = "now") -> int:
 
 
 def live_runs() -> list[Run]:
+    """The runs that have not ended yet."""
     with _live_lock:
         return list(_live_runs)
 
 
-def _warm_up_pricing() -> None:
-    """Import the price library off the loop thread, once: importing it on the loop at the end of
-    the first run would hold that run's record (and any Stop) for a few hundred milliseconds."""
-    import importlib.util
+def _end_runs_of_dead_loop(reason: str) -> None:
+    for live in live_runs():
+        live._end_without_loop(reason)
 
-    if importlib.util.find_spec("genai_prices") is not None:
-        threading.Thread(
-            target=importlib.import_module, args=("genai_prices",), name="nbagent-warmup", daemon=True
-        ).start()
+
+def _warm_up_pricing() -> None:
+    """Load the price library off the loop thread as the loop starts, so the first run's end can
+    be priced without an import on the loop (which would hold its record and every Stop)."""
+    from .cost import warm_up
+
+    warm_up()
+
+
+LoopThread.on_loop_death = _end_runs_of_dead_loop
+LoopThread.on_start = _warm_up_pricing
 
 
 def _cost_of(record: RunRecord) -> float | None:
-    """The run's cost when the ``cost`` extra can price its model; a pricing failure never fails a run."""
-    from .cost import record_cost
+    """The run's cost when it can be priced now, without an import or disk on the loop (else
+    ``None``: ``nbagent.cost.record_cost(record)`` prices it later); a pricing failure never
+    fails a run."""
+    from .cost import record_cost_if_ready
 
     try:
-        return record_cost(record)
+        return record_cost_if_ready(record)
     except Exception as exc:
         logger.warning("nbagent: could not price run %s: %s", record.run_id, describe(exc))
         return None
-
-
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 __all__ = ["AgentError", "Run", "arun", "interrupt_all", "live_runs", "run", "runner_loop", "start"]

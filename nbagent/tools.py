@@ -17,11 +17,15 @@ import re
 import threading
 import types
 import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from .errors import ToolError, describe
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""What OpenAI-style APIs accept as a function name."""
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -90,7 +94,8 @@ class Tool:
     parameters: dict[str, Any]
     timeout_s: float | None = None
     grace_s: float = 0.02
-    """How long a cancelled sync tool gets to stop by itself before it is abandoned."""
+    """How long a cancelled tool (sync, or async that ignores its cancel) gets to stop by itself
+    before it is abandoned."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -129,7 +134,7 @@ class Tool:
         """
         self.validate(arguments)
         if self.is_async:
-            return await _run_on_loop(self.fn(**arguments), self.timeout_s, self.name)
+            return await _run_on_loop(self.fn(**arguments), self.timeout_s, self.grace_s, self.name)
         return await _run_on_thread(self.fn, arguments, self.grace_s, self.timeout_s, self.name)
 
 
@@ -141,19 +146,50 @@ def _timed_out(name: str, timeout_s: float, detail: str = "") -> ToolError:
     return ToolError(f"{name} timed out after {timeout_s:g} s{detail}", tool=name)
 
 
-async def _run_on_loop(coro: Any, timeout_s: float | None, name: str) -> Any:
-    """Await an async tool as a task of its own, so a timeout can cancel it and a Stop always wins."""
-    task = asyncio.ensure_future(coro)
+async def _contained(coro: Any, name: str) -> Any:
+    """Run an async tool's coroutine so nothing but its result, an ``Exception`` or its own
+    cancellation leaves it: asyncio re-raises ``SystemExit`` / ``KeyboardInterrupt`` from a task
+    out of the event loop, which would take down the runner's loop and every run on it. They
+    become a ``ToolError``, as they do for a sync tool."""
+    try:
+        return await coro
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise ToolError(f"{name} raised {describe(exc)}", tool=name) from None
+
+
+class _CancelledElsewhere(ToolError):
+    """The tool's task was cancelled by something other than a Stop or its timeout."""
+
+
+async def _run_on_loop(coro: Any, timeout_s: float | None, grace_s: float, name: str) -> Any:
+    """Await an async tool as a task of its own, so a timeout can cancel it and a Stop always wins.
+
+    A tool that swallows its cancellation (a bare ``except:`` that retries) gets ``grace_s`` to
+    end, as a sync tool does, and is then abandoned: the run stops, the task is left behind.
+    """
+    task = asyncio.ensure_future(_contained(coro, name))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
     except asyncio.CancelledError:
         task.cancel()
-        await asyncio.wait({task})
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
+            raise ToolAbandoned() from None
+        if not task.cancelled():
+            task.exception()  # retrieved: whatever the tool raised while stopping is not news
         raise
     if not done:
         task.cancel()
-        await asyncio.wait({task})
-        raise _timed_out(name, timeout_s or 0.0)
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        detail = "" if done else "; it ignored the cancel and was left running"
+        raise _timed_out(name, timeout_s or 0.0, detail)
+    if task.cancelled():
+        raise _CancelledElsewhere(
+            f"{name} was cancelled from inside the tool (something it awaited was cancelled), not by a Stop",
+            tool=name,
+        )
     return task.result()
 
 
@@ -226,13 +262,37 @@ def tool(
     """
 
     def build(f: Callable[..., Any]) -> Tool:
+        if not callable(f):
+            raise TypeError(f"a tool must be a function, not {type(f).__name__}")
+        tool_name = name or getattr(f, "__name__", "")
+        if not _VALID_NAME.match(tool_name):
+            raise ValueError(
+                f"{tool_name or type(f).__name__!r} is not a valid tool name (letters, digits, _ and -, "
+                "at most 64): give a lambda or a callable object a name with @nbagent.tool(name=...)"
+            )
         doc, arg_docs = parse_docstring(f.__doc__)
-        hints = typing.get_type_hints(f)
+        if not (description or doc):
+            warnings.warn(
+                f"tool {tool_name} has no docstring: the model sees no description of it "
+                "(add one, or @nbagent.tool(description=...))",
+                UserWarning,
+                stacklevel=3,
+            )
+        try:
+            hints = typing.get_type_hints(f)
+        except NameError as exc:
+            raise TypeError(
+                f"tool {tool_name}: a type hint names something undefined ({exc}); "
+                "import it, or quote a type that exists"
+            ) from None
         properties: dict[str, Any] = {}
         required: list[str] = []
+        untyped: list[str] = []
         for pname, param in inspect.signature(f).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise TypeError(f"tool {f.__name__}: *args and **kwargs cannot be described to a model")
+                raise TypeError(f"tool {tool_name}: *args and **kwargs cannot be described to a model")
+            if pname not in hints and param.annotation is param.empty:
+                untyped.append(pname)
             schema = json_schema(hints.get(pname, param.annotation))
             if pname in arg_docs:
                 schema["description"] = arg_docs[pname]
@@ -241,10 +301,17 @@ def tool(
             else:
                 schema["default"] = param.default
             properties[pname] = schema
+        if untyped:
+            warnings.warn(
+                f"tool {tool_name}: no type hint for {', '.join(untyped)}; the model is not told "
+                "what to pass",
+                UserWarning,
+                stacklevel=3,
+            )
         parameters = {"type": "object", "properties": properties, "required": required}
         return Tool(
             fn=f,
-            name=name or f.__name__,
+            name=tool_name,
             description=description or doc or f.__name__,
             parameters=parameters,
             timeout_s=timeout_s,

@@ -28,7 +28,7 @@ def test_a_tool_raising_system_exit_is_a_tool_error_and_the_loop_lives_on():
     assert record.status == "success" and record.output == "still here"
     call = record.tool_calls[0]
     assert call.status == "error" and "SystemExit" in call.error
-    assert nbagent.runner._LoopThread._thread.is_alive()
+    assert nbagent.loop.LoopThread.thread().is_alive()
 
 
 def test_a_model_raising_system_exit_ends_the_run_as_an_error():

@@ -14,6 +14,7 @@ from conftest import add, fast_model, run_threads, wait_until
 
 import nbagent
 from nbagent import events as ev
+from nbagent.errors import StoppedByKeyboard
 from nbagent.models import Reply, ScriptedModel, ToolCall
 
 
@@ -315,15 +316,19 @@ def _main_thread_is_in(function_name: str) -> bool:
     return False
 
 
-def test_keyboard_interrupt_during_run_interrupts_it():
+def test_keyboard_interrupt_during_run_interrupts_it_then_stops_the_caller_with_the_record():
     def press_ctrl_c():
         wait_until(lambda: _main_thread_is_in("wait"))
         _thread.interrupt_main()  # what Jupyter's interrupt does to the main thread
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()
-    record = nbagent.run(slow_agent(["word " * 5000]), "task")
-    assert record.status == "interrupted"
+    with pytest.raises(StoppedByKeyboard) as stopped:
+        nbagent.run(slow_agent(["word " * 5000]), "task")
+    record = stopped.value.record
+    assert record.status == "interrupted" and record.stop_reason == "user"
     assert record.steps[0].interrupted
+    assert nbagent.history.last() is record
+    assert "nbagent.history.last()" in str(stopped.value)
 
 
 def test_wait_timeout_leaves_the_run_going():

@@ -32,3 +32,7 @@ def __getattr__(name: str) -> Any:
 
         return OpenAIChatModel
     raise AttributeError(f"module 'nbagent.models' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,81 @@
+"""The runner's private event loop, on a daemon thread ("nbagent-loop") started on first use.
+
+Nothing a run does may take this loop down, since every live run and every Stop depends on it.
+asyncio re-raises ``SystemExit`` and ``KeyboardInterrupt`` from any task or callback out of
+``run_forever``; the runner converts those into records where it can (tools, models, sinks), and
+the loop thread goes back into ``run_forever`` if one escapes anyway, so the other runs go on.
+
+If the thread ends all the same (``loop.stop()`` from a misbehaving callback, an interpreter
+shutting down), every run still registered as live is ended with an ``"error"`` record that says
+so, through ``on_loop_death``, and the next ``get()`` starts a fresh loop on a fresh thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+
+logger = logging.getLogger("nbagent")
+
+
+class LoopThread:
+    """The loop and its thread. ``get()`` is thread-safe and always returns a running loop."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    on_loop_death: Callable[[str], None] | None = None
+    """Set by the runner: ends the live runs of a loop that stopped for good."""
+    on_start: Callable[[], None] | None = None
+    """Set by the runner: called once per new loop, off the loop (to warm up slow imports)."""
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or cls._thread is None or not cls._thread.is_alive():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=cls._serve, args=(loop, ready), name="nbagent-loop", daemon=True
+                )
+                thread.start()
+                ready.wait()
+                cls._loop, cls._thread = loop, thread
+                if cls.on_start is not None:
+                    cls.on_start()
+            return cls._loop
+
+    @classmethod
+    def thread(cls) -> threading.Thread | None:
+        return cls._thread
+
+    @classmethod
+    def _serve(cls, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        reason = "the runner's event loop stopped"
+        try:
+            while True:
+                try:
+                    loop.run_forever()
+                    break  # stopped on purpose (loop.stop()): the loop is gone for good
+                except BaseException as exc:  # escaped from a task or callback: keep serving
+                    logger.error("nbagent: %r escaped to the runner's event loop; it keeps running", exc)
+        except BaseException as exc:  # pragma: no cover - the logging itself failed
+            reason = f"the runner's event loop died: {exc!r}"
+        finally:
+            with cls._lock:
+                if cls._loop is loop:
+                    cls._loop = None
+            if cls.on_loop_death is not None:
+                try:
+                    cls.on_loop_death(reason)
+                except Exception:
+                    logger.exception("nbagent: could not end the runs of a stopped event loop")
+
+
+def runner_loop() -> asyncio.AbstractEventLoop:
+    """The runner's event loop (started if needed)."""
+    return LoopThread.get()

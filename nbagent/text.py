@@ -1,0 +1,103 @@
+"""Untrusted values as safe text: the one place a model's or a tool's value becomes a string.
+
+Everything a model or a tool produced is untrusted, and not only for HTML: a value may refuse to
+become text (a ``__repr__`` that raises, ``2 ** 20000`` past Python's int-to-str limit), a string
+may not be valid UTF-8 (a lone surrogate that ``json.loads`` makes from a ``\\ud800`` escape), and
+text printed to a terminal may carry control sequences (an OSC 52 sequence writes the user's
+clipboard). So:
+
+- ``clean(text)`` makes a string encodable: lone surrogates become visible ``\\udXXX`` escapes.
+  The recorder applies it where text enters a record, so every consumer (views, frames, store,
+  pandas, widgets) gets valid UTF-8.
+- ``safe_text(value)`` turns *any* value into clean text and never raises: a value that cannot be
+  rendered becomes a readable placeholder naming its type and the error.
+- ``terminal_safe(text)`` neutralises control characters (ESC, OSC, BEL, C1 controls) for a
+  terminal, keeping newlines and tabs.
+- ``shorten(value, limit)`` is ``safe_text`` on one line, clipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+
+def clean(text: str) -> str:
+    """``text`` with lone surrogates escaped, so it encodes as UTF-8. Cheap for ASCII text."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def clean_value(value: Any, _depth: int = 0) -> Any:
+    """``value`` with every string in it (nested in plain lists, tuples and dicts) cleaned; other
+    values are returned as they are. Used on tool arguments and results, usually JSON-like data.
+    Containers nested deeper than 32 levels (or cyclic) are left as they are."""
+    if isinstance(value, str):
+        return clean(value)
+    if _depth > 32:
+        return value
+    kind = type(value)
+    if kind is dict:
+        return {clean_value(k, _depth + 1): clean_value(v, _depth + 1) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return kind(clean_value(v, _depth + 1) for v in value)
+    return value
+
+
+def _placeholder(value: Any, exc: BaseException) -> str:
+    kind = type(value).__name__
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"<unprintable {clean(kind)}: {clean(reason)[:200]}>"
+
+
+def safe_text(value: Any) -> str:
+    """``value`` as clean text; never raises. Strings are themselves; other values their ``repr``;
+    a value whose ``repr`` fails (or is past the int-to-str limit) a ``<unprintable ...>`` note."""
+    if isinstance(value, str):
+        return clean(value)
+    try:
+        text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError(f"__repr__ returned {type(text).__name__}")
+    except Exception as exc:
+        return _placeholder(value, exc)
+    return clean(text)
+
+
+def observation(value: Any) -> str:
+    """What the model sees of a tool's result: strings as they are, JSON for plain data, else the
+    ``repr``; a result that cannot be rendered becomes a readable placeholder. Never raises."""
+    if isinstance(value, str):
+        return clean(value)
+    try:
+        return clean(json.dumps(value, default=str, ensure_ascii=False))
+    except Exception:
+        return safe_text(value)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters shown as ``^[``-style escapes (newlines and tabs kept), so
+    printed model or tool output cannot move the cursor, change colours or reach the clipboard."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shorten(value: Any, limit: int = 200) -> str:
+    """``value`` as one line of at most ``limit`` characters; never raises.
+
+    Only the first ``4 * limit`` characters are looked at, so a huge value costs little."""
+    text = safe_text(value) if not isinstance(value, str) else clean(value[: 4 * limit + 1])
+    if len(text) > 4 * limit:
+        text = text[: 4 * limit]
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
