@@ -25,8 +25,8 @@ from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from . import cost, history
 from . import events as ev
-from . import history
 from .cancel import CancelScope, InterruptMode, current_scope
 from .config import settings
 from .context import RunContext
@@ -206,7 +206,10 @@ class Run:
             try:
                 record = await asyncio.shield(waiter)
             except asyncio.CancelledError:
+                # The awaiting task was cancelled: stop the run and, unless cancelled again, let
+                # its interrupted record complete (and reach the store) before the cancel goes on.
                 self.interrupt()
+                await asyncio.wait({waiter}, timeout=CANCELLED_AWAIT_GRACE_S)
                 raise
         if keyboard.pressed:
             raise StoppedByKeyboard(record)
@@ -316,7 +319,7 @@ class Run:
             if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
                 task.uncancel()  # the cancel was ours and is handled; the record is the result
             # Priced before the end event, so every recorder of the run (the store's too) has the cost.
-            cost = _cost_of(self.live_record())
+            price = _cost_of(self.live_record())
             finished = ev.RunFinished(
                 self.run_id,
                 ctx.step,
@@ -325,7 +328,7 @@ class Run:
                 output,
                 error,
                 error_type,
-                cost,
+                price,
                 stop_reason=stop_reason,
                 messages=ctx.messages,
             )
@@ -367,6 +370,10 @@ class Run:
 
 
 SINK_DRAIN_TIMEOUT_S = 5.0
+
+CANCELLED_AWAIT_GRACE_S = 5.0
+"""When an ``await run`` is cancelled, how long it waits for the interrupted record before the
+cancel propagates (a second cancel propagates at once)."""
 
 
 def _check_options(source: Source, options: dict[str, Any]) -> None:
@@ -558,9 +565,7 @@ def _end_runs_of_dead_loop(reason: str) -> None:
 def _warm_up_pricing() -> None:
     """Load the price library off the loop thread as the loop starts, so the first run's end can
     be priced without an import on the loop (which would hold its record and every Stop)."""
-    from .cost import warm_up
-
-    warm_up()
+    cost.warm_up()
 
 
 LoopThread.on_loop_death = _end_runs_of_dead_loop
@@ -571,10 +576,8 @@ def _cost_of(record: RunRecord) -> float | None:
     """The run's cost when it can be priced now, without an import or disk on the loop (else
     ``None``: ``nbagent.cost.record_cost(record)`` prices it later); a pricing failure never
     fails a run."""
-    from .cost import record_cost_if_ready
-
     try:
-        return record_cost_if_ready(record)
+        return cost.record_cost_if_ready(record)
     except Exception as exc:
         logger.warning("nbagent: could not price run %s: %s", record.run_id, describe(exc))
         return None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from conftest import fast_model
+from conftest import fast_model, wait_until
 
 import nbagent
 from nbagent import events as ev
@@ -33,8 +35,6 @@ def test_a_run_shows_queued_in_its_live_record_until_its_turn():
     agent = nbagent.Agent(ScriptedModel(["word " * 5000, "second"], first_token_s=0))
     first = nbagent.start(agent, "first")
     second = nbagent.start(agent, "second")
-    from conftest import wait_until
-
     wait_until(lambda: second.record.queued_after == first.run_id)
     first.interrupt()
     assert second.wait(timeout=20).output == "second"
@@ -65,8 +65,6 @@ def test_tags_metadata_messages_and_model_params_are_kept():
 
 def test_a_stop_is_not_an_error_and_says_who_stopped_it():
     run = nbagent.start(nbagent.Agent(ScriptedModel(["word " * 5000], first_token_s=0)), "t")
-    from conftest import wait_until
-
     wait_until(lambda: run.record.steps)
     run.interrupt()
     record = run.wait(timeout=20)
@@ -77,11 +75,22 @@ def test_a_stop_is_not_an_error_and_says_who_stopped_it():
 
 
 def test_stop_after_step_says_so():
-    agent = nbagent.Agent(fast_model([[nbagent.ToolCall("add", {"a": 1, "b": 2})], "never"]), tools=[_add])
+    release = threading.Event()
+
+    @nbagent.tool
+    def held() -> str:
+        """Returns once released."""
+        release.wait(20)
+        return "released"
+
+    agent = nbagent.Agent(fast_model([[nbagent.ToolCall("held")], "never"]), tools=[held])
     run = nbagent.start(agent, "t")
+    wait_until(lambda: run.record.tool_calls)
     run.interrupt("after_step")
+    release.set()
     record = run.wait(timeout=20)
     assert record.status == "interrupted" and record.stop_reason == "user_after_step"
+    assert record.tool_calls[0].status == "ok" and len(record.steps) == 1
 
 
 @nbagent.tool

@@ -302,6 +302,7 @@ def test_cancelling_arun_interrupts_the_run():
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert run.done()  # the cancel went on only once the interrupted record was complete
         return await run
 
     assert asyncio.run(main()).status == "interrupted"
