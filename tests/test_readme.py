@@ -1,0 +1,393 @@
+"""The README's samples run as written, so a sample can never rot again.
+
+Every ```python block of README.md is executed, in order, each in a fresh namespace.
+Conventions for whoever edits the README:
+
+- ``<!-- continues -->`` (an HTML comment, invisible on GitHub) on the line just above a fence
+  runs that block in the namespace of the python block before it, for a sample told in steps.
+- A block may ``await`` at top level, as a notebook cell may: it is compiled with
+  ``PyCF_ALLOW_TOP_LEVEL_AWAIT`` and its coroutine run with ``asyncio.run``, so names it assigns
+  land in the namespace like any cell's.
+- After a sample, every ``Run`` it left (waited for), ``RunRecord`` and list of records in its
+  namespace must have ended ``"success"``: a sample that runs but fails is a failure here too.
+
+Network models are answered offline, and only those (fixture ``offline_models``):
+
+- ``OpenAIChatModel`` is the real client, pointed at ``tests/openai_server.OpenAIServer`` on
+  127.0.0.1 through ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``; the server answers every request
+  with a short streamed text, so an agent gives its final answer in one step.
+- ``smolagents.InferenceClientModel`` is replaced by ``OfflineSmolModel`` (a real smolagents
+  ``Model`` that answers every task at once) and ``smolagents.WebSearchTool`` by
+  ``OfflineWebSearch`` (same name and inputs, canned text), so no sample can reach the web.
+
+What is checked is that the samples run against the real API, not what a real model would say.
+Every command in a ```bash block is checked without running anything long: ``pip install``
+names extras that exist, ``python -m nbagent ...`` runs, ``python -m pytest`` starts, ``bash
+FILE`` parses. A command with no check fails the test: teach this file how to check it. Every
+script in benchmarks/ must be in the Benchmarks table and take the flags its prose promises; the
+notebook install that the README and binder/postBuild name must bring every package a notebook
+imports or uses on demand (matplotlib to plot, pyarrow for Parquet).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import importlib.metadata
+import inspect
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import smolagents
+from openai_server import OpenAIServer, Stream
+from smolagents.models import ChatMessage, MessageRole
+from smolagents.monitoring import TokenUsage
+
+import nbagent
+from nbagent.config import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+CONTINUES = "<!-- continues -->"
+OFFLINE_ANSWER = "An offline answer."
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block: its language, code, first code line (1-based) and whether it continues."""
+
+    language: str
+    code: str
+    line: int
+    continues: bool = False
+
+
+def read_blocks(markdown: str) -> list[Block]:
+    """The fenced blocks of ``markdown``, in order."""
+    blocks: list[Block] = []
+    lines = markdown.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = re.match(r"^```(\w*)\s*$", lines[index])
+        if not opening:
+            index += 1
+            continue
+        before = [line.strip() for line in lines[:index] if line.strip()]
+        end = index + 1
+        while end < len(lines) and lines[end].rstrip() != "```":
+            end += 1
+        code = "\n".join(lines[index + 1 : end]) + "\n"
+        blocks.append(Block(opening[1], code, index + 2, bool(before) and before[-1] == CONTINUES))
+        index = end + 1
+    return blocks
+
+
+def python_samples(blocks: list[Block]) -> list[list[Block]]:
+    """The python blocks grouped into samples: a block and the blocks that continue it."""
+    samples: list[list[Block]] = []
+    for block in blocks:
+        if block.language != "python":
+            continue
+        if block.continues:
+            if not samples:
+                raise ValueError(f"README.md:{block.line}: {CONTINUES} but no python block before it")
+            samples[-1].append(block)
+        else:
+            samples.append([block])
+    return samples
+
+
+def bash_commands(blocks: list[Block]) -> list[str]:
+    """Every command of every bash block: lines split at ``&&``, ``||`` and ``;``."""
+    commands = []
+    for block in blocks:
+        if block.language == "bash":
+            for line in block.code.splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    commands += [part.strip() for part in re.split(r"&&|\|\||;", line) if part.strip()]
+    return commands
+
+
+BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
+
+
+# -- offline stand-ins -----------------------------------------------------------------------
+
+
+class OfflineSmolModel(smolagents.Model):
+    """Stands in for ``InferenceClientModel(...)`` (any arguments): a CodeAgent's model that
+    answers every task at once. (A ToolCallingAgent sample would need a final_answer tool call.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(model_id="offline-smolagents")
+
+    def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
+        text = f"Thought: I know this.\n<code>\nfinal_answer({OFFLINE_ANSWER!r})\n</code>"
+        usage = TokenUsage(input_tokens=20, output_tokens=8)
+        return ChatMessage(role=MessageRole.ASSISTANT, content=text, token_usage=usage)
+
+
+class OfflineWebSearch(smolagents.Tool):
+    """Stands in for ``WebSearchTool()``: the same tool name and inputs, canned results."""
+
+    name = "web_search"
+    description = "Searches the web for a query and returns the top results."
+    inputs = {"query": {"type": "string", "description": "The search query to perform."}}  # noqa: RUF012
+    output_type = "string"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, query: str) -> str:
+        return f"Offline search results for {query!r}."
+
+
+@pytest.fixture
+def offline_models(monkeypatch: pytest.MonkeyPatch):
+    """Answer the README's network models offline (see the module docstring); yields the server."""
+    monkeypatch.setattr(smolagents, "InferenceClientModel", OfflineSmolModel)
+    monkeypatch.setattr(smolagents, "WebSearchTool", OfflineWebSearch)
+    with OpenAIServer(default=Stream(text=OFFLINE_ANSWER)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-offline-readme-test")
+        yield server
+
+
+@pytest.fixture
+def sample_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A temporary working directory (``runs.db`` lands there), no view, settings restored after."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    saved = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}
+    nbagent.configure(display=False)
+    namespace: dict[str, Any] = {"__name__": "__readme__"}
+    yield namespace
+    nbagent.interrupt_all()
+    for name, value in saved.items():
+        setattr(settings, name, value)
+    for value in namespace.values():
+        if isinstance(value, nbagent.RunStore):
+            value.close()
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
+def execute(block: Block, namespace: dict[str, Any]) -> None:
+    """Run one block in ``namespace``; a block that awaits at top level runs on a fresh event loop."""
+    padded = "\n" * (block.line - 1) + block.code  # tracebacks point at README.md's own lines
+    code = compile(padded, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    if code.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(code, namespace))
+    else:
+        exec(code, namespace)
+
+
+def outcomes(namespace: dict[str, Any]) -> dict[str, nbagent.RunRecord]:
+    """Every run a sample left in its namespace, by name, waiting for the ones still going."""
+    found = {}
+    for name, value in namespace.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for index, item in enumerate(items):
+            label = name if items is not value else f"{name}[{index}]"
+            if isinstance(item, nbagent.Run):
+                found[label] = item.wait(timeout=120)
+            elif isinstance(item, nbagent.RunRecord):
+                found[label] = item
+    return found
+
+
+# -- the tests -------------------------------------------------------------------------------
+
+
+def test_continues_comment_joins_a_block_to_the_one_before():
+    markdown = (
+        "```python\nx = 1\n```\n\ntext\n\n<!-- continues -->\n\n```python\ny = x + 1\n```\n\n"
+        "```bash\necho hi && echo there; ls\n```\n\n```python\nz = 3\n```\n"
+    )
+    blocks = read_blocks(markdown)
+    assert [(b.language, b.line, b.continues) for b in blocks] == [
+        ("python", 2, False),
+        ("python", 10, True),
+        ("bash", 14, False),
+        ("python", 18, False),
+    ]
+    assert [[b.code for b in sample] for sample in python_samples(blocks)] == [
+        ["x = 1\n", "y = x + 1\n"],
+        ["z = 3\n"],
+    ]
+    assert bash_commands(blocks) == ["echo hi", "echo there", "ls"]
+    with pytest.raises(ValueError, match="no python block before"):
+        python_samples(read_blocks("<!-- continues -->\n```python\nx = 1\n```\n"))
+
+
+def test_a_failing_sample_fails_at_its_readme_line(sample_sandbox):
+    block = Block("python", "import asyncio\nawait asyncio.sleep(0)\nraise LookupError('broken')\n", 40)
+    with pytest.raises(LookupError) as caught:
+        execute(block, sample_sandbox)
+    assert caught.traceback[-1].lineno + 1 == 42  # pytest counts from 0
+
+
+SAMPLES = python_samples(BLOCKS)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sample", SAMPLES, ids=[f"README.md:{s[0].line}" for s in SAMPLES])
+def test_readme_python_sample_runs_as_written(sample, offline_models, sample_sandbox):
+    for block in sample:
+        execute(block, sample_sandbox)
+    records = outcomes(sample_sandbox)
+    failed = {name: (r.status, r.error) for name, r in records.items() if r.status != "success"}
+    assert not failed, f"runs of the sample at README.md:{sample[0].line} did not succeed: {failed}"
+    if any("OpenAIChatModel(" in block.code for block in sample) and records:
+        assert offline_models.requests, "the sample's OpenAI model never reached the offline server"
+
+
+def test_the_readme_has_samples_of_each_kind():
+    assert len(SAMPLES) >= 5 and bash_commands(BLOCKS), "the README lost its samples, or this parser broke"
+
+
+def _pyproject() -> dict[str, Any]:
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python >= 3.11")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _extras_named(words: list[str]) -> list[str]:
+    """The extras in pip arguments such as ``-e .[a,b]`` or ``nbagent[c]``."""
+    return [
+        name.strip()
+        for word in words
+        for group in re.findall(r"^(?:\.|nbagent)\[([^\]]*)\]$", word)
+        for name in group.split(",")
+    ]
+
+
+def _run(*command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def check_command(command: str) -> None:
+    """Check one README command without running anything long (see the module docstring)."""
+    words = shlex.split(command)
+    match words:
+        case ["pip", "install", *arguments]:
+            extras = _pyproject()["project"]["optional-dependencies"]
+            unknown = [name for name in _extras_named(arguments) if name not in extras]
+            assert not unknown, f"{command!r} names extras pyproject.toml lacks: {unknown}"
+            assert all(a in (".", "-e") or _extras_named([a]) for a in arguments), f"unexpected: {command!r}"
+        case ["python", "-m", "nbagent", *arguments]:
+            result = _run(sys.executable, "-m", "nbagent", *arguments)
+            assert result.returncode == 0, f"{command!r} failed:\n{result.stdout}\n{result.stderr}"
+        case ["python", "-m", "pytest", *_]:
+            result = _run(sys.executable, "-m", "pytest", "--version")
+            assert result.returncode == 0, result.stderr
+        case ["bash", script]:
+            assert (ROOT / script).is_file(), f"{command!r}: no {script}"
+            result = _run("bash", "-n", script)
+            assert result.returncode == 0, result.stderr
+        case _:
+            pytest.fail(f"no check for the README command {command!r}: teach tests/test_readme.py one")
+
+
+@pytest.mark.parametrize("command", bash_commands(BLOCKS))
+def test_readme_bash_command_works(command):
+    check_command(command)
+
+
+def test_every_pip_install_in_the_readme_names_an_existing_extra():
+    extras = _pyproject()["project"]["optional-dependencies"]
+    named = re.findall(
+        r"pip install (?:-e )?[\"']?((?:\.|nbagent)\[[^\]]*\])", README.read_text(encoding="utf-8")
+    )
+    assert named, "the README names no extra to install"
+    unknown = sorted({name for name in _extras_named(named) if name not in extras})
+    assert not unknown, f"the README names extras pyproject.toml lacks: {unknown}"
+
+
+def _benchmarks_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+
+
+BENCHMARKS = sorted(path.name for path in (ROOT / "benchmarks").glob("*.py"))
+
+
+def test_the_benchmark_table_lists_every_benchmark():
+    listed = sorted(set(re.findall(r"`benchmarks/(\w+\.py)`", _benchmarks_section())))
+    assert listed == BENCHMARKS
+
+
+@pytest.mark.parametrize("script", BENCHMARKS)
+def test_every_benchmark_takes_the_flags_the_readme_promises(script):
+    prose = "\n".join(line for line in _benchmarks_section().splitlines() if not line.startswith("|"))
+    promised = set(re.findall(r"`(--[a-z][a-z-]*)`", prose))
+    assert promised, "the Benchmarks section names no flag"
+    result = _run(sys.executable, f"benchmarks/{script}", "--help")
+    assert result.returncode == 0, result.stderr
+    accepted = set(re.findall(r"(--[a-z][a-z-]*)", result.stdout))
+    assert promised <= accepted, f"{script} does not take {sorted(promised - accepted)}"
+
+
+# Features that import an optional package only when used: a notebook that uses them needs it.
+_USED_ON_DEMAND = {"plot_": "matplotlib", "to_parquet(": "pyarrow", "read_parquet(": "pyarrow"}
+
+
+def _notebook_needs(path: Path) -> set[str]:
+    """The distributions a notebook needs beyond the standard library and nbagent itself."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    tree = compile(source, str(path), "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    tops = {name.split(".")[0] for name in modules} - set(sys.stdlib_module_names) - {"nbagent"}
+    owners = importlib.metadata.packages_distributions()
+    needs = {_normal(owners.get(top, [top])[0]) for top in tops}
+    return needs | {package for usage, package in _USED_ON_DEMAND.items() if usage in source}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_by(extras: list[str]) -> set[str]:
+    """The distributions ``pip install .[extras]`` brings, by pyproject.toml (self-references followed)."""
+    project = _pyproject()["project"]
+    requirements, wanted, seen = list(project["dependencies"]), list(extras), set()
+    while wanted:
+        extra = wanted.pop()
+        if extra not in seen:
+            seen.add(extra)
+            for requirement in project["optional-dependencies"][extra]:
+                if requirement.startswith("nbagent["):
+                    wanted += _extras_named([requirement])
+                else:
+                    requirements.append(requirement)
+    return {_normal(re.match(r"[A-Za-z0-9_.-]+", requirement)[0]) for requirement in requirements}
+
+
+def _notebook_installs() -> dict[str, list[str]]:
+    readme = re.findall(r"pip install -e \"(\.\[[^\]]*\])\"; jupyter lab", README.read_text(encoding="utf-8"))
+    binder = re.findall(
+        r"pip install[^\n]*?[\"']?(\.\[[^\]]*\])", (ROOT / "binder" / "postBuild").read_text()
+    )
+    return {"README": _extras_named(readme), "binder/postBuild": _extras_named(binder)}
+
+
+@pytest.mark.parametrize("where", ["README", "binder/postBuild"])
+def test_the_notebook_install_brings_what_every_notebook_needs(where):
+    extras = _notebook_installs()[where]
+    assert extras, f"{where} names no notebook install (pip install ... .[extra])"
+    installed = _installed_by(extras)
+    missing = {
+        nb.name: sorted(_notebook_needs(nb) - installed)
+        for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))
+    }
+    missing = {name: needs for name, needs in missing.items() if needs}
+    assert not missing, f"{where} installs .[{','.join(extras)}], which lacks: {missing}"
