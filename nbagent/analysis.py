@@ -4,6 +4,11 @@
 per group, that a user can sort, filter, restyle or export like any other. Unknown values stay
 unknown: durations and tokens are taken over the runs and steps where they are known, a cost sum
 is NA when no run's cost is known, and ``cost_complete`` says whether every run's whole cost was.
+
+The end state comes from ``status`` alone, never from ``error``: a Stop (``status ==
+"interrupted"``, whatever its ``stop_reason``) counts in ``interrupt_rate`` and never in
+``error_rate``, even for a record made before Stops stopped filling ``error``. A queued run's wait
+is reported apart (``p50_queued_s``, ``p95_queued_s``); its duration counts from its real start.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ SUMMARY_COLUMNS: dict[str, str] = {
     "error_rate": "Float64",
     "p50_duration_s": "Float64",
     "p95_duration_s": "Float64",
+    "p50_queued_s": "Float64",
+    "p95_queued_s": "Float64",
     "steps_per_run": "Float64",
     "tokens_per_step": "Float64",
     "total_tokens": "Int64",
@@ -45,14 +52,19 @@ def summary(
         data: run records, or a runs frame (``runs_frame``, ``RunStore.runs()``).
         steps: the steps frame of those runs, when ``data`` is a frame; it makes ``tokens_per_step``
             exact. Without it, tokens per step come from the runs whose usage is complete.
-        by: the runs-frame column(s) to group by.
+        by: the runs-frame column(s) to group by. ``"tags"`` groups per tag: a run with two tags
+            counts in both groups, a run without tags in the ``<NA>`` group. For a key of the
+            metadata, join ``nbagent.frames.json_columns(runs["metadata"])`` to the runs frame and
+            group by ``"metadata.<key>"``.
 
-    Columns: ``runs``; ``success_rate``, ``interrupt_rate`` and ``error_rate`` (error, max_steps
-    or unfinished), as fractions of the group's runs; ``p50_duration_s`` and ``p95_duration_s``
-    over the runs that ended; ``steps_per_run``; ``tokens_per_step`` (mean total tokens of the
-    steps whose usage is known); ``total_tokens`` (sum of the known counts); ``cost_usd`` (sum
-    of the known costs, NA when none is known) and ``cost_complete`` (every run's cost is known,
-    and so is all of its usage: the sum is the whole cost).
+    Columns: ``runs``; ``success_rate``, ``interrupt_rate`` (stopped: status ``interrupted``) and
+    ``error_rate`` (status error, max_steps or unfinished), as fractions of the group's runs;
+    ``p50_duration_s`` and ``p95_duration_s`` over the runs that ended, from their real start;
+    ``p50_queued_s`` and ``p95_queued_s``, the seconds runs waited for an earlier run of the
+    same agent (0 for a run that did not wait); ``steps_per_run``; ``tokens_per_step`` (mean
+    total tokens of the steps whose usage is known); ``total_tokens`` (sum of the known counts);
+    ``cost_usd`` (sum of the known costs, NA when none is known) and ``cost_complete`` (every
+    run's cost is known, and so is all of its usage: the sum is the whole cost).
     """
     keys = [by] if isinstance(by, str) else list(by)
     if isinstance(data, pd.DataFrame):
@@ -63,6 +75,8 @@ def summary(
     missing = [k for k in keys if k not in runs.columns]
     if missing:
         raise KeyError(f"cannot group by {missing}: not columns of the runs frame")
+    if "tags" in keys and runs["tags"].map(_is_list).any():
+        runs = runs.explode("tags")  # one row per tag; a run without tags gets one <NA> row
 
     status = runs["status"]
     table = pd.DataFrame(
@@ -72,6 +86,7 @@ def summary(
             "interrupted": (status == "interrupted").astype("Float64"),
             "failed": status.isin(_FAILED).astype("Float64"),
             "duration_s": runs["duration_s"].astype("Float64"),
+            "queued_s": _column(runs, "queued_s"),
             "n_steps": runs["n_steps"].astype("Float64"),
             "total_tokens": runs["total_tokens"],
             "cost_usd": runs["cost_usd"],
@@ -88,6 +103,8 @@ def summary(
             "error_rate": groups["failed"].mean(),
             "p50_duration_s": groups["duration_s"].quantile(0.5),
             "p95_duration_s": groups["duration_s"].quantile(0.95),
+            "p50_queued_s": groups["queued_s"].quantile(0.5),
+            "p95_queued_s": groups["queued_s"].quantile(0.95),
             "steps_per_run": groups["n_steps"].mean(),
             "tokens_per_step": _tokens_per_step(runs, steps, keys),
             "total_tokens": groups["total_tokens"].sum(min_count=1),
@@ -96,6 +113,17 @@ def summary(
         }
     )
     return result.astype(SUMMARY_COLUMNS)
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, (list, tuple, np.ndarray))  # parquet gives tags back as arrays
+
+
+def _column(runs: pd.DataFrame, name: str) -> pd.Series:
+    """A Float64 column, all <NA> when the frame predates it (an older saved frame)."""
+    if name in runs.columns:
+        return runs[name].astype("Float64")
+    return pd.Series(pd.NA, index=runs.index, dtype="Float64")
 
 
 def _tokens_per_step(runs: pd.DataFrame, steps: pd.DataFrame | None, keys: list[str]) -> pd.Series:

@@ -16,12 +16,23 @@ The rules, so a number is never made up:
   ``gpt-oss-20b`` from being billed at a hosted provider's rate.
 - ``set_price(model, input_per_mtok=..., output_per_mtok=...)`` wins over everything.
 
+Pricing on the runner's loop never waits. Importing genai-prices and loading its price data (a
+1.5 MB module it reads on first use) takes a few hundred milliseconds, seconds on a busy machine,
+and the loop prices every run as it ends, where a wait would hold the record and any Stop. So
+``warm_up`` does both on a daemon thread, once per process (the runner calls it when it starts its
+loop), and ``record_cost_if_ready`` prices only what needs no import: a record's own cost, a
+``set_price`` price, a local model; anything else waits for the warm-up and is ``None`` until then
+(the frames price such a record later, on the caller's thread, with ``record_cost``). After the
+warm-up a run's cost is in-memory work: one ``calc_price`` per step (about 0.2 ms), cached.
+
 Functions here may be called from any thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -58,6 +69,15 @@ _lock = threading.Lock()
 _prices: dict[str, Price] = {}
 _local: set[str] = set()
 
+_ready = threading.Event()
+"""Set once genai-prices is imported and its price data loaded: pricing is in-memory work."""
+_load_lock = threading.Lock()
+_warm_up_lock = threading.Lock()
+_warm_up_started = False
+_warm_up_done = threading.Event()
+
+logger = logging.getLogger("nbagent")
+
 
 def set_price(model: str, *, input_per_mtok: float, output_per_mtok: float) -> None:
     """Price ``model`` yourself (US dollars per million input / output tokens).
@@ -93,11 +113,50 @@ def is_local(model: str) -> bool:
 
 
 def _genai_prices() -> Any:
+    """genai-prices with its price data loaded; imports and loads it on the calling thread if needed."""
     try:
         import genai_prices
     except ImportError as exc:
         raise ImportError(f"pricing runs needs genai-prices, the 'cost' extra: {EXTRA_HINT}") from exc
+    if not _ready.is_set():
+        with _load_lock:
+            if not _ready.is_set():
+                # Its price data is a module of its own, imported by the first calculation.
+                with contextlib.suppress(LookupError, ValueError):
+                    genai_prices.calc_price(genai_prices.Usage(input_tokens=1, output_tokens=1), "gpt-4o")
+                _ready.set()
     return genai_prices
+
+
+def _warm_up() -> None:
+    try:
+        _genai_prices()
+    except ImportError:
+        pass  # no cost extra: runs stay unpriced, and the frames say which extra would price them
+    except Exception as exc:  # a broken install must not kill a thread noisily; pricing stays off
+        logger.warning("nbagent: could not load genai-prices: %s: %s", type(exc).__name__, exc)
+    finally:
+        _warm_up_done.set()
+
+
+def warm_up(wait: float = 0.0) -> bool:
+    """Import genai-prices and load its price data on a daemon thread, once per process.
+
+    Returns at once and touches no disk on the calling thread (the runner calls it when it starts
+    its loop); until the warm-up ends, ``record_cost_if_ready`` leaves runs that need the library
+    unpriced. With ``wait``, waits up to that many seconds for the warm-up to end (a script that
+    wants its very first run priced; never on the runner's loop). Returns whether genai-prices is
+    loaded. Idempotent; may be called from any thread.
+    """
+    global _warm_up_started
+    with _warm_up_lock:
+        start = not (_warm_up_started or _ready.is_set())
+        _warm_up_started = True
+    if start:
+        threading.Thread(target=_warm_up, name="nbagent-warmup", daemon=True).start()
+    if wait > 0 and not _ready.is_set():
+        _warm_up_done.wait(wait)
+    return _ready.is_set()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -119,6 +178,17 @@ def _library_cost(model: str, input_tokens: int | None, output_tokens: int | Non
     return float(result.total_price)
 
 
+def _user_cost(price: Price, input_tokens: int | None, output_tokens: int | None) -> float | None:
+    if input_tokens is None and output_tokens is None:
+        return None
+    return ((input_tokens or 0) * price.input_per_mtok + (output_tokens or 0) * price.output_per_mtok) / 1e6
+
+
+def _sum_known(costs: list[float | None]) -> float | None:
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
 def step_cost(
     model: str, input_tokens: int | None, output_tokens: int | None, at: datetime | None = None
 ) -> float | None:
@@ -132,9 +202,7 @@ def step_cost(
     with _lock:
         price = _prices.get(model)
     if price is not None:
-        return (
-            (input_tokens or 0) * price.input_per_mtok + (output_tokens or 0) * price.output_per_mtok
-        ) / 1e6
+        return _user_cost(price, input_tokens, output_tokens)
     if is_local(model):
         return None
     day = (at or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
@@ -153,9 +221,9 @@ def run_cost(record: RunRecord) -> float | None:
     """The cost of a run: the sum over its steps with known usage; ``None`` when nothing is known."""
     if not has_price(record.model):
         return None
-    costs = [step_cost(record.model, s.input_tokens, s.output_tokens, s.started_at) for s in record.steps]
-    known = [c for c in costs if c is not None]
-    return sum(known) if known else None
+    return _sum_known(
+        [step_cost(record.model, s.input_tokens, s.output_tokens, s.started_at) for s in record.steps]
+    )
 
 
 def record_cost(record: RunRecord) -> float | None:
@@ -167,3 +235,24 @@ def record_cost(record: RunRecord) -> float | None:
         return run_cost(record)
     except ImportError:
         return None
+
+
+def record_cost_if_ready(record: RunRecord) -> float | None:
+    """``record_cost`` that never waits: no import, no disk, on the calling thread (the runner's loop).
+
+    A record's own cost, a model priced with ``set_price`` and a local model are answered at once,
+    with no library at all. Any other model needs genai-prices: once ``warm_up`` has loaded it,
+    this is ``record_cost``; before that it is ``None``, and the warm-up is started if it was not.
+    """
+    if record.cost_usd is not None:
+        return record.cost_usd
+    with _lock:
+        price = _prices.get(record.model)
+    if price is not None:  # the library is never asked
+        return _sum_known([_user_cost(price, s.input_tokens, s.output_tokens) for s in record.steps])
+    if is_local(record.model):
+        return None
+    if not _ready.is_set():
+        warm_up()
+        return None
+    return record_cost(record)

@@ -90,11 +90,34 @@ async def lookup_fact(topic: str) -> str:
         topic: what to look up, e.g. "speed of light".
     """
     await asyncio.sleep(0.8)  # the latency of a real search, so Stop can land mid-tool
-    key = topic.strip().lower()
-    for name, fact in _facts().items():
-        if name in key or key in name:
-            return fact
+    found = find_fact(topic)
+    if found is not None:
+        return _facts()[found]
     return f"No entry for {topic!r}. Known topics: {', '.join(sorted(_facts()))}."
+
+
+def _words(text: str) -> str:
+    """``text`` as lower-case words separated by single spaces, padded so that a phrase can be
+    matched on whole words only (" pi " is not in " capital of france ")."""
+    return " " + " ".join(re.findall(r"\w+", text.lower())) + " "
+
+
+def topics_in(text: str) -> list[str]:
+    """The encyclopedia topics named in ``text`` as whole words, longest first."""
+    words = _words(text)
+    return sorted((name for name in _facts() if _words(name) in words), key=len, reverse=True)
+
+
+def find_fact(topic: str) -> str | None:
+    """The encyclopedia entry for ``topic``: the longest entry named in it as whole words, or the
+    entry whose name contains ``topic`` as whole words ("everest"), else ``None``."""
+    named = topics_in(topic)
+    if named:
+        return named[0]
+    words = _words(topic)
+    if len(words.strip()) >= 3:  # "of" alone names nothing
+        return next((name for name in _facts() if words in _words(name)), None)
+    return None
 
 
 _EXPRESSION = re.compile(r"(?<![\w.])(?:\d+(?:\.\d+)?\s*(?:\*\*|//|[-+*/%x×])\s*)+\d+(?:\.\d+)?")
@@ -121,7 +144,7 @@ def demo_policy(messages: list[Message]) -> Reply:
     done = _tool_results(messages)
     expression = _EXPRESSION.search(task)
     wants_prime = "prime" in task.lower()
-    topics = [name for name in _facts() if name in task.lower() and name != "prime"]
+    topics = [name for name in topics_in(task) if name != "prime"]
     if expression and "calculator" not in done:
         expr = expression.group(0).replace("x", "*").replace("×", "*")
         return Reply(

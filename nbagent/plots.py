@@ -2,8 +2,13 @@
 
 Each function draws on ``ax`` (or a new figure) and returns the matplotlib ``Axes``, so titles,
 colours, limits and sizes stay yours to change. Each takes run records or the frames built from
-them. Unknown values are not drawn as zeros: a step without known usage gets a grey ``?``, a step
-still open is hatched up to the last moment the run is known to have reached.
+them. Unknown values are not drawn as zeros: a step without known usage gets a dark ``?`` on a
+white badge above its bar (readable on any bar colour, and named in the legend), a step still
+open is hatched up to the last moment the run is known to have reached.
+
+A new figure uses matplotlib's constrained layout, so long lane labels and the legend beside the
+axes fit inside the figure (``savefig`` clips whatever is outside it). On an ``ax`` of your own,
+give its figure ``layout="constrained"`` for the same.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ EXTRA_HINT = "pip install 'nbagent[plots]'"
 
 KIND_COLORS = {"planning": "#8e7cc3", "action": "#4a86c8", "final": "#3c9d5d"}
 CALL_COLORS = {"ok": "#f0a030", "error": "#d9534f", "cancelled": "#9e9e9e", "abandoned": "#6d4c41"}
+UNKNOWN_COLOR = "#1f1f1f"
+"""The unknown-usage marker: near black on a white badge, a contrast above 15:1 whatever is behind."""
+CUT_COLOR = "#d9534f"
+"""The edge of a step an interrupt cut short."""
 STATUS_COLORS = {
     "success": "#3c9d5d",
     "interrupted": "#f0a030",
@@ -40,7 +49,7 @@ def _pyplot() -> Any:
 def _axes(ax: Any, size: tuple[float, float]) -> Any:
     if ax is not None:
         return ax
-    _, ax = _pyplot().subplots(figsize=size)
+    _, ax = _pyplot().subplots(figsize=size, layout="constrained")
     return ax
 
 
@@ -94,7 +103,7 @@ def timeline(
     run_ids = list(dict.fromkeys(steps["run_id"].tolist()))
     per_step = len(run_ids) == 1
     lanes = len(steps) if per_step else len(run_ids)
-    ax = _axes(ax, (9, 1.2 + 0.35 * max(lanes, 1)))
+    ax = _axes(ax, (9, max(2.4, 1.2 + 0.35 * lanes)))
     if steps.empty:
         ax.set_title("no steps to show")
         return ax
@@ -119,7 +128,7 @@ def timeline(
         left=start,
         height=0.6,
         color=[KIND_COLORS.get(k, "#777777") for k in kinds],
-        edgecolor=np.where(interrupted, "#d9534f", "white").tolist(),
+        edgecolor=np.where(interrupted, CUT_COLOR, "white").tolist(),
         linewidth=np.where(interrupted, 2.0, 0.5).tolist(),
     )
     if open_.any():
@@ -147,9 +156,15 @@ def timeline(
 
     ax.set_yticks(range(lanes), labels)
     ax.invert_yaxis()
+    if np.isfinite(start).any():  # the axis starts at the run's start (0), or earlier if a step does
+        ax.set_xlim(left=min(0.0, float(np.nanmin(start))))
     ax.set_xlabel("seconds since the run started")
     ax.set_title(f"run {run_ids[0]}" if per_step else f"{len(run_ids)} runs")
     handles = [_patch(color, kind) for kind, color in KIND_COLORS.items() if kind in set(kinds)]
+    if interrupted.any():
+        handles.append(_patch("white", "cut by a Stop", edgecolor=CUT_COLOR, linewidth=2.0))
+    if open_.any():
+        handles.append(_patch("white", "still open", edgecolor="black", hatch="//"))
     if not calls.empty:
         handles += [_patch(color, f"tool {s}") for s, color in CALL_COLORS.items() if s in set(c_status)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
@@ -157,16 +172,43 @@ def timeline(
     return ax
 
 
-def _patch(color: str, label: str) -> Any:
+def _patch(color: str, label: str, **style: Any) -> Any:
     from matplotlib.patches import Patch
 
-    return Patch(facecolor=color, label=label)
+    return Patch(facecolor=color, label=label, **style)
+
+
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _unknown_marker(ax: Any, x: float, top: float, text: str) -> None:
+    """``text`` on a white badge just above a bar, so it reads the same over any colour."""
+    ax.annotate(
+        text,
+        (x, top),
+        xytext=(0, 3),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        color=UNKNOWN_COLOR,
+        fontweight="bold",
+        bbox={
+            "boxstyle": "round,pad=0.2",
+            "facecolor": "white",
+            "edgecolor": UNKNOWN_COLOR,
+            "linewidth": 0.8,
+        },
+    )
 
 
 def tokens(data: Records | pd.DataFrame, *, run_id: str | None = None, ax: Any = None) -> Any:
     """Input and output tokens per step, stacked: one run's steps, or the mean by step number.
 
-    Steps whose usage is unknown are left out of the means and marked with a grey ``?``.
+    Steps whose usage is unknown are left out of the means and marked with ``?`` above their bar
+    (``?2``: two runs' usage unknown at that step), an entry of the legend.
 
     Args:
         data: run records or a steps frame.
@@ -189,17 +231,29 @@ def tokens(data: Records | pd.DataFrame, *, run_id: str | None = None, ax: Any =
     unknown = by_step["total_tokens"].apply(lambda s: s.isna().sum())
     x = inputs.index.to_numpy(int)
     bottom = inputs.to_numpy(float, na_value=0.0)
+    heights = outputs.to_numpy(float, na_value=0.0)
     ax.bar(x, bottom, color="#4a86c8", label="input")
-    ax.bar(x, outputs.to_numpy(float, na_value=0.0), bottom=bottom, color="#f0a030", label="output")
+    ax.bar(x, heights, bottom=bottom, color="#f0a030", label="output")
+    top = pd.Series(bottom + heights, index=inputs.index)
     for step, count in unknown[unknown > 0].items():
-        ax.annotate("?" if single else f"?{count}", (step, 0), ha="center", va="bottom", color="#777777")
+        _unknown_marker(ax, step, top[step], "?" if single else f"?{count}")
+    handles, _ = ax.get_legend_handles_labels()
+    if (unknown > 0).any():
+        from matplotlib.lines import Line2D
+
+        label = "usage unknown" if single else "?n: runs with usage unknown"
+        handles.append(
+            Line2D([], [], linestyle="none", marker="$?$", markersize=9, color=UNKNOWN_COLOR, label=label)
+        )
+    ax.set_ylim(bottom=0, top=max(float(top.max()), 1.0) * 1.15)  # room for the markers; never below 0
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("step")
     ax.set_ylabel("tokens" if single else "mean tokens")
     ax.set_title(
         f"tokens per step, run {steps['run_id'].iloc[0]}" if single else "tokens per step (mean over runs)"
     )
     ax.set_xticks(x)
-    ax.legend(fontsize="small")
+    ax.legend(handles=handles, fontsize="small")
     return ax
 
 
@@ -245,6 +299,7 @@ def durations(
         )
     ax.set_xlabel("duration (s)")
     ax.set_ylabel("count")
+    ax.yaxis.set_major_locator(_integer_ticks())  # counts: no 1.75 ticks
     ax.set_title(f"durations by {by}")
     ax.legend(fontsize="small")
     return ax

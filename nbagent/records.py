@@ -158,7 +158,8 @@ class RunRecord:
         tokens = "?" if self.input_tokens is None else f"{self.input_tokens} in / {self.output_tokens} out"
         if not self.usage_complete and self.input_tokens is not None:
             tokens += " (partial)"
-        line = f"{self.status}: {len(self.steps)} steps, {duration}, tokens {tokens}"
+        n = len(self.steps)
+        line = f"{self.status}: {n} step{'' if n == 1 else 's'}, {duration}, tokens {tokens}"
         if self.error:
             line += f"; {self.error}"
         return line

@@ -10,13 +10,15 @@ services. Each request plays the next scripted reply:
   chunk, a disconnect mid-stream, a stall (for timeouts), usage in every chunk.
 - ``Status``: an error status with an OpenAI-style JSON body and headers (429 + Retry-After...).
 
-The server records every request, and the moment it saw the client go away: between two tokens
+The server records every request (its path, query and headers as they arrived on the wire), and
+the moment it saw the client go away: between two tokens
 it waits on the socket with ``select``, so a client that closes the connection is seen at once
 (EOF or reset), not at the next write. ``wait_until`` waits on a condition with a deadline.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import json
@@ -30,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
@@ -89,10 +92,16 @@ class Request:
     number: int
     connection: int
     path: str
+    """The request target as sent: the path and its query string."""
     headers: dict[str, str]
+    """Lower-case names."""
     body: dict[str, Any]
     reply: Reply | None
     started: float
+    route: str = ""
+    """The path without its query string."""
+    query: dict[str, list[str]] = field(default_factory=dict)
+    """The query string, decoded."""
     tokens_sent: int = 0
     finished: float | None = None
     """The whole reply was sent."""
@@ -115,6 +124,10 @@ class OpenAIServer:
         replies: the scripted replies, one per request, in order.
         default: the reply once the script is used up (None: answer 400 "no scripted reply").
         api_key: when set, other keys get a 401 that echoes the key back (some servers do).
+        key_param: look for ``api_key`` in this query parameter (Azure's ``api-key``) instead of
+            the ``Authorization: Bearer`` header.
+        basic_auth: (user, password) the server wants as HTTP Basic auth; other credentials get a
+            401 that echoes the ``Authorization`` header back.
         models: when set, other model names get a 404.
     """
 
@@ -124,11 +137,15 @@ class OpenAIServer:
         *,
         default: Reply | None = None,
         api_key: str | None = None,
+        key_param: str | None = None,
+        basic_auth: tuple[str, str] | None = None,
         models: Iterable[str] | None = None,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
         self.default = default
         self.api_key = api_key
+        self.key_param = key_param
+        self.basic_auth = basic_auth
         self.models = set(models) if models is not None else None
         self.requests: list[Request] = []
         self.open_connections = 0
@@ -187,9 +204,20 @@ class OpenAIServer:
             update()
             self._cond.notify_all()
 
-    def _next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply | None:
+    def _next_reply(
+        self, body: dict[str, Any], headers: dict[str, str], query: dict[str, list[str]]
+    ) -> Reply | None:
+        if self.basic_auth is not None:
+            user, password = self.basic_auth
+            wanted = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            given = headers.get("authorization", "")
+            if given != wanted:
+                return Status(401, f"Bad credentials in Authorization: {given}", "invalid_request_error")
         if self.api_key is not None:
-            given = headers.get("authorization", "").removeprefix("Bearer ")
+            if self.key_param is not None:
+                given = (query.get(self.key_param) or [""])[0]
+            else:
+                given = headers.get("authorization", "").removeprefix("Bearer ")
             if given != self.api_key:
                 return Status(
                     401, f"Incorrect API key provided: {given}.", "invalid_request_error", "invalid_api_key"
@@ -244,8 +272,11 @@ class OpenAIServer:
                 except json.JSONDecodeError:
                     body = {"_raw": raw.decode(errors="replace")}
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                reply = server._next_reply(body, headers) if self.path.endswith("/chat/completions") else None
-                if reply is None and self.path.endswith("/chat/completions"):
+                target = urlsplit(self.path)
+                route, query = target.path, parse_qs(target.query, keep_blank_values=True)
+                chat = route.endswith("/chat/completions")
+                reply = server._next_reply(body, headers, query) if chat else None
+                if reply is None and chat:
                     reply = Status(400, "test server: no scripted reply left", "invalid_request_error")
                 with server._cond:
                     request = Request(
@@ -256,6 +287,8 @@ class OpenAIServer:
                         body,
                         reply,
                         time.perf_counter(),
+                        route,
+                        query,
                     )
                     server.requests.append(request)
                     server._cond.notify_all()

@@ -11,14 +11,17 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import wait_until
 from end_states import every_end_state, interrupted_mid_stream, success
 
 import nbagent
 from nbagent import analysis, cost, history, plots
-from nbagent.frames import runs_frame, steps_frame, tool_calls_frame
+from nbagent.frames import json_columns, runs_frame, steps_frame, tool_calls_frame
+from nbagent.models import ScriptedModel
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgb
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,63 @@ def test_summary_has_one_row_per_agent_and_model_with_rates_and_percentiles(reco
         assert row["p50_duration_s"] == pytest.approx(statistics.median(durations))
         assert row["p95_duration_s"] == pytest.approx(np.percentile(durations, 95))
         assert row["steps_per_run"] == pytest.approx(statistics.mean(len(r.steps) for r in mine))
+        assert row["p50_queued_s"] == row["p95_queued_s"] == 0.0  # none of these runs waited
+
+
+def test_a_stop_never_counts_as_an_error(records):
+    # An older record of a Stop (before Stops left ``error`` empty) has an error text: still a Stop.
+    old_style = dataclasses.replace(
+        interrupted_mid_stream(), error="interrupted by the user", error_type="AgentInterrupted"
+    )
+    stops = [r for r in records if r.status == "interrupted"] + [old_style]
+    mixed = [*stops, next(r for r in records if r.status == "error"), records[0]]
+    by_status = analysis.summary(mixed, by="status")
+    assert by_status.loc["interrupted", "error_rate"] == 0
+    assert by_status.loc["interrupted", "interrupt_rate"] == 1
+    by_agent = analysis.summary(mixed, by="agent")  # the agents of the stopped runs
+    assert by_agent.loc[["talker", "waiter"], "error_rate"].eq(0).all()
+    assert by_agent.loc[["talker", "waiter"], "interrupt_rate"].eq(1).all()
+    overall = analysis.summary(runs_frame(mixed).assign(all="all"), by="all").iloc[0]
+    assert overall["runs"] == len(stops) + 2
+    assert overall["error_rate"] == pytest.approx(1 / overall["runs"])
+    assert overall["interrupt_rate"] == pytest.approx(len(stops) / overall["runs"])
+
+
+def test_queued_time_is_summed_up_apart_from_durations():
+    slow = ScriptedModel(["word " * 2000, "second answer"], tokens_per_s=200, first_token_s=0.0)
+    agent = nbagent.Agent(slow, name="busy")
+    first = nbagent.start(agent, "talk", display=False)
+    wait_until(lambda: first.live_text(1) != "")
+    second = nbagent.start(agent, "again", display=False)
+    wait_until(lambda: second.record is not None and second.record.queued_after == first.run_id)
+    first.interrupt()
+    pair = [first.wait(timeout=20), second.wait(timeout=20)]
+    assert pair[1].queued_s > 0 and pair[0].queued_s == 0
+    row = analysis.summary(pair).iloc[0]
+    assert row["p50_queued_s"] == pytest.approx(pair[1].queued_s / 2)
+    assert row["p95_queued_s"] == pytest.approx(np.percentile([0, pair[1].queued_s], 95))
+    assert row["p50_duration_s"] == pytest.approx(statistics.median(r.duration_s for r in pair))
+    older = runs_frame(pair).drop(columns="queued_s")  # a frame saved before the column existed
+    assert analysis.summary(older).iloc[0]["p50_queued_s"] is pd.NA
+
+
+def test_summary_by_tags_counts_a_run_under_each_of_its_tags():
+    tagged = [success(tags=["eval", "v2"]), success(tags=["eval"]), success()]
+    table = analysis.summary(tagged, by="tags")
+    assert table["runs"].tolist() == [2, 1, 1]
+    assert table.index[:2].tolist() == ["eval", "v2"] and pd.isna(table.index[2])
+    frames = analysis.summary(runs_frame(tagged), steps_frame(tagged), by="tags")
+    pd.testing.assert_frame_equal(frames, table)
+    first = tagged[0]
+    assert table.loc["v2", "tokens_per_step"] == pytest.approx(first.total_tokens / len(first.steps))
+
+
+def test_summary_by_a_metadata_key(records):
+    variants = [success(metadata={"variant": v}) for v in ("a", "b", "b")] + [success()]
+    runs = runs_frame(variants)
+    table = analysis.summary(runs.join(json_columns(runs["metadata"])), by="metadata.variant")
+    assert table["runs"].tolist() == [1, 2, 1]
+    assert table.index[:2].tolist() == ["a", "b"] and pd.isna(table.index[2])
 
 
 def test_tokens_per_step_counts_only_steps_whose_usage_is_known(records):
@@ -213,6 +273,64 @@ def test_tokens_plot_stacks_input_and_output_and_marks_unknown_usage(records):
     assert ax.get_ylabel() == "mean tokens"
 
 
+def contrast(one, other) -> float:
+    """The WCAG contrast ratio of two matplotlib colours (4.5 is the floor for readable text)."""
+
+    def luminance(color) -> float:
+        channels = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)]
+        return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+
+    light, dark = sorted((luminance(one), luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def behind(ax, text) -> tuple:
+    """The colour right behind a text: its own badge, else the bar under its anchor, else the axes."""
+    badge = text.get_bbox_patch()
+    if badge is not None and badge.get_fill():
+        return badge.get_facecolor()
+    x, y = text.xy
+    for bar in reversed(ax.patches):
+        if (
+            bar.get_x() <= x <= bar.get_x() + bar.get_width()
+            and bar.get_y() <= y < bar.get_y() + bar.get_height()
+        ):
+            return bar.get_facecolor()
+    return ax.get_facecolor()
+
+
+def test_the_unknown_usage_marker_reads_on_any_bar_and_is_in_the_legend(records):
+    ax = plots.tokens(records)  # step 1 mixes runs of known usage (tall bars) and of unknown usage
+    markers = [t for t in ax.texts if t.get_text().startswith("?")]
+    assert markers
+    tops = {round(p.get_x() + p.get_width() / 2): p.get_y() + p.get_height() for p in ax.patches}
+    for marker in markers:
+        assert contrast(marker.get_color(), behind(ax, marker)) >= 4.5
+        assert marker.xy[1] >= tops[round(marker.xy[0])] - 1e-9  # on top of its bar, not inside it
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["input", "output", "?n: runs with usage unknown"]
+    cut = next(r for r in records if r.status == "interrupted" and not r.usage_complete)
+    one = plots.tokens(records, run_id=cut.run_id)
+    assert "usage unknown" in [t.get_text() for t in one.get_legend().get_texts()]
+    assert one.get_ylim()[0] == 0  # no negative token axis when nothing is known
+
+
+@pytest.mark.parametrize("one_run", [False, True])
+def test_timeline_labels_and_legend_fit_inside_the_figure(records, one_run, tmp_path):
+    cut = next(r for r in records if r.status == "interrupted" and r.tool_calls)
+    ax = plots.timeline(records, run_id=cut.run_id if one_run else None)
+    figure = ax.figure
+    figure.savefig(tmp_path / "timeline.png")  # lays the figure out, as a notebook or a file would
+    renderer = figure.canvas.get_renderer()
+    inside = figure.bbox.padded(1)
+    pieces = [*ax.get_yticklabels(), ax.get_legend(), ax.xaxis.label, ax.title]
+    for piece in pieces:
+        box = piece.get_window_extent(renderer)
+        assert box.width > 0
+        assert inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1), piece
+    assert "cut by a Stop" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
 def test_durations_plot_splits_by_status_or_kind(records):
     ax = plots.durations(records)
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
@@ -247,6 +365,7 @@ def test_history_gives_this_sessions_runs_as_frames_summaries_and_plots(records,
 def test_the_runner_prices_a_finished_run_and_leaves_unknown_models_na():
     from conftest import fast_model
 
+    assert cost.warm_up(wait=30)  # the runner never loads the price library on its loop
     priced = nbagent.run(nbagent.Agent(fast_model(["answer"], name="gpt-4o")), "task", display=False)
     assert priced.cost_usd is not None and priced.cost_usd > 0
     assert priced.cost_usd == cost.run_cost(priced)

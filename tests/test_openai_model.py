@@ -7,10 +7,13 @@ drops the connection, seen from the server's side.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
+import logging
 import sys
 from contextlib import aclosing
+from urllib.parse import quote
 
 import pytest
 from conftest import add, wait_until
@@ -18,8 +21,10 @@ from openai_server import OpenAIServer, Status, Stream, StreamedCall
 
 import nbagent
 from nbagent import events as ev
+from nbagent.frames import runs_frame, steps_frame
 from nbagent.models import ModelText, OpenAIChatModel
-from nbagent.models.openai import _Reply, _retry_after
+from nbagent.models.openai import _Reply, _retry_after, scrub
+from nbagent.store import RunStore
 
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))
@@ -535,16 +540,214 @@ def test_a_usage_chunk_with_null_fields_keeps_the_counts_known_so_far():
     assert reply.usage == (10, 5)
 
 
-def test_credentials_in_the_base_url_or_headers_never_show():
-    from nbagent.models import OpenAIChatModel
+# -- secrets -----------------------------------------------------------------------------------
 
+PLAIN_KEY = "nbk-test-7f3a9c1e5b2d4f6a8e0c9d1b"  # no known key shape: only the model knows it is one
+FOREIGN_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 3  # a key the model never had, shaped like one
+
+
+def everything_shown(record: nbagent.RunRecord, events=(), model=None, store=None) -> str:
+    """Every place a run's text reaches the user: record, HTML, frames, events, store and its file."""
+    parts = [
+        record.error or "",
+        str(record),
+        repr(record),
+        record._repr_html_(),
+        repr(dataclasses.asdict(record)),
+        runs_frame(record).to_csv(),
+        steps_frame(record).to_csv(),
+        *(repr(e) for e in events),
+    ]
+    if model is not None:
+        parts += [repr(model), str(model), repr(vars(model)), repr(nbagent.Agent(model))]
+    if store is not None:
+        parts += [repr(store.records()), store.runs().to_csv(), store.steps().to_csv()]
+        for path in store.path.parent.iterdir():  # the SQLite file and its write-ahead log, as bytes
+            parts.append(path.read_bytes().decode("utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+def assert_hidden(secret: str, text: str) -> None:
+    """Neither the secret nor its first 10 or more characters: what a cut through it would leave."""
+    for end in range(10, len(secret) + 1):
+        assert secret[:end] not in text, f"{secret[:end]!r} is shown"
+
+
+@pytest.mark.parametrize(
+    ("key", "echoed"),
+    [(PLAIN_KEY, PLAIN_KEY), (FAKE_KEY, FOREIGN_KEY)],
+    ids=["the-models-own-key", "a-key-shaped-like-one"],
+)
+def test_a_key_near_the_cut_is_scrubbed_before_the_message_is_shortened(server, tmp_path, key, echoed):
+    # The issue's case: the key starts 283 characters into a 401 body; errors keep 300 characters.
+    server.push(Status(401, "x" * 270 + f" the key was {echoed}", "invalid_request_error"))
+    store = RunStore(tmp_path / "runs.db")
+    model = model_for(server, api_key=key)
+    events: list[ev.RunEvent] = []
+    run = nbagent.start(nbagent.Agent(model), "go", display=False, sinks=[events.append], store=store)
+    record = run.wait(30)
+    assert record.status == "error"
+    assert "401" in record.error
+    assert "x" * 100 in record.error  # the server's message is there, shortened
+    assert "the key was ***" in record.error
+    assert len(server.requests) == 1
+    shown = everything_shown(record, events, model, store)
+    assert_hidden(echoed, shown)
+    assert_hidden(key, shown)
+
+
+def test_credentials_of_every_shape_in_a_server_message_are_scrubbed(server):
+    key = "nbk/7f3a+9c1e=5b2d"  # URL-encoding changes it: nbk%2F7f3a%2B9c1e%3D5b2d
+    basic = base64.b64encode(b"alice:wonderland-42").decode()
+    foreign = {
+        "basic": basic,
+        "bearer": "tok_9Zy8Xw7Vu6Ts5",
+        "userinfo": "hunter2-proxy-pw",
+        "query": "QPARAM-123-456",
+        "form": "FORMKEY-987-654",
+        "access": "ACCESS-TOK-456789",
+        "token": "TOKEN-999-888-777",
+        "json": "JSONKEY-5551234",
+        "sk": FOREIGN_KEY,
+    }
+    message = (
+        f"Use basic authentication. Got Authorization: Basic {basic}, and Bearer {foreign['bearer']}; "
+        f"proxy https://bob:{foreign['userinfo']}@proxy.example/v1; "
+        f"url https://gw.example/v1/chat/completions?api-key={foreign['query']}&x=1; "
+        f"form api_key={foreign['form']}&access_token={foreign['access']} token={foreign['token']}; "
+        f'json {{"api-key": "{foreign["json"]}"}}; keys {foreign["sk"]}, {quote(key, safe="")}, {key}'
+    )
+    server.push(Status(403, message, "invalid_request_error"))
+    model = model_for(server, api_key=key)
+    record = start(model)[0].wait(30)
+    assert record.status == "error"
+    assert "403" in record.error
+    assert "Use basic authentication." in record.error  # ordinary words stay readable
+    shown = everything_shown(record, model=model)
+    for secret in (*foreign.values(), key, quote(key, safe=""), "bob:"):
+        assert secret not in shown
+
+
+def test_scrub_removes_what_looks_like_a_credential_and_keeps_ordinary_text():
+    cases = {
+        "Authorization: Basic dXNlcjpwYXNz": "Authorization: Basic ***",
+        "header 'Basic dXNlcjpwYXNz' rejected": "header 'Basic ***' rejected",
+        "basic authentication is off": "basic authentication is off",
+        "Bearer abc.def-ghi": "Bearer ***",
+        "http://user:p@ss@host:8080/v1": "http://***@host:8080/v1",
+        "GET /v1/x?api-key=S3CR3T&a=1": "GET /v1/x?api-key=***&a=1",
+        "?key=K&token=T&access_token=A&api_key=B": "?key=***&token=***&access_token=***&api_key=***",
+        '{"api-key": "S3CR3T", "model": "m"}': '{"api-key": "***", "model": "m"}',
+        "key sk-ant-api03-abcdefghijklmnop1234": "key ***",
+        "the model gpt-4o-mini is busy": "the model gpt-4o-mini is busy",
+        "max_tokens=512 is too large": "max_tokens=512 is too large",
+    }
+    for text, scrubbed in cases.items():
+        assert scrub(text) == scrubbed
+    assert scrub("a%2Fb and a/b", ["a%2Fb", "a/b"]) == "*** and ***"
+
+
+def test_credentials_in_the_base_url_are_sent_on_the_wire_and_never_shown(caplog):
+    password, query_key = "s3cr@t/pw", "QKEY-0a9b8c7d6e5f"
+    caplog.set_level(logging.DEBUG)  # every logger: openai's, httpx's, httpcore's
+    with OpenAIServer(api_key=query_key, key_param="api-key", basic_auth=("alice", password)) as server:
+        server.push(Stream("through", usage=(3, 1)))
+        host = server.base_url.removeprefix("http://")
+        url = f"http://alice:{quote(password, safe='')}@{host}?api-key={query_key}&api-version=2024-06-01"
+        model = OpenAIChatModel("test-model", base_url=url)
+        run, events = start(model)
+        record = run.wait(30)
+    assert record.status == "success", record.error
+    assert record.output == "through"
+    [request] = server.requests
+    # The old URL join made this /v1/?api-key=...chat/completions.
+    assert request.route == "/v1/chat/completions"
+    assert request.query == {"api-key": [query_key], "api-version": ["2024-06-01"]}
+    basic = base64.b64encode(f"alice:{password}".encode()).decode()
+    assert request.headers["authorization"] == f"Basic {basic}"
+    assert model.base_url == server.base_url
+    assert repr(model) == f"OpenAIChatModel('test-model', base_url='{server.base_url}')"
+    # httpx's own line names the URL it sent to: the public one.
+    [sent] = [r.getMessage() for r in caplog.records if r.name in ("httpx", "httpx2")]
+    assert sent.startswith(f"HTTP Request: POST {server.base_url}/chat/completions ")
+    logged = caplog.text + "\n".join(r.getMessage() for r in caplog.records)
+    shown = everything_shown(record, events, model) + logged
+    for secret in (password, quote(password, safe=""), query_key, "alice:", basic):
+        assert secret not in shown
+
+
+def test_wrong_credentials_in_the_base_url_give_a_401_that_shows_none_of_them(caplog):
+    caplog.set_level(logging.DEBUG)
+    with OpenAIServer(basic_auth=("alice", "the-right-one")) as server:  # its 401 echoes the header
+        host = server.base_url.removeprefix("http://")
+        model = OpenAIChatModel("test-model", base_url=f"http://alice:wrong-pass-123@{host}")
+        run, events = start(model)
+        record = run.wait(30)
+    assert record.status == "error"
+    assert "401" in record.error
+    sent = server.requests[0].headers["authorization"]
+    assert sent == "Basic " + base64.b64encode(b"alice:wrong-pass-123").decode()
+    shown = everything_shown(record, events, model) + caplog.text
+    for secret in ("wrong-pass-123", sent.removeprefix("Basic ")):
+        assert secret not in shown
+
+
+def test_a_redirect_to_another_server_carries_no_credentials(caplog):
+    caplog.set_level(logging.DEBUG)
+    with OpenAIServer() as elsewhere, OpenAIServer() as server:
+        server.push(Status(307, "moved", headers={"Location": f"{elsewhere.base_url}/chat/completions"}))
+        elsewhere.push(Stream("from elsewhere"))
+        host = server.base_url.removeprefix("http://")
+        model = OpenAIChatModel("test-model", base_url=f"http://alice:pw-9876@{host}?api-key=QK-12345")
+        record = start(model)[0].wait(30)
+    assert record.status == "success", record.error
+    assert record.output == "from elsewhere"
+    assert server.requests[0].query == {"api-key": ["QK-12345"]}
+    [moved] = elsewhere.requests
+    assert moved.query == {}
+    assert "authorization" not in moved.headers
+    assert "QK-12345" not in caplog.text and "pw-9876" not in caplog.text
+
+
+def test_model_attributes_and_repr_hold_no_credential():
     model = OpenAIChatModel(
         "m",
         base_url="http://user:p@ss@127.0.0.1:9/v1?api-key=hunter2pw",
         api_key=FAKE_KEY,
         default_headers={"api-key": "header-secret-123"},
     )
-    assert "hunter2pw" not in repr(model) and "p@ss" not in repr(model)
+    assert model.base_url == "http://127.0.0.1:9/v1"
+    shown = "\n".join(
+        [repr(model), str(model), repr(vars(model)), str(vars(model)), repr(nbagent.Agent(model))]
+    )
+    assert "<credentials hidden>" in repr(vars(model))
     error = model._error("server said: api-key=hunter2pw, header-secret-123, user:p@ss, " + FAKE_KEY)
     for secret in ("hunter2pw", "header-secret-123", "p@ss", FAKE_KEY):
+        assert secret not in shown
         assert secret not in str(error)
+
+
+def test_extra_headers_and_extra_query_are_sent_and_kept_out_of_sight(server, caplog):
+    caplog.set_level(logging.DEBUG)
+    server.push(Stream("ok"))
+    model = model_for(server, extra_headers={"api-key": "HDR-KEY-24680"}, extra_query={"token": "QRY-13579"})
+    record = start(model)[0].wait(30)
+    assert record.status == "success", record.error
+    [request] = server.requests
+    assert request.headers["api-key"] == "HDR-KEY-24680"
+    assert request.query == {"token": ["QRY-13579"]}
+    assert "extra_headers" not in model.params and "extra_query" not in model.params
+    shown = everything_shown(record, model=model) + caplog.text
+    assert "HDR-KEY-24680" not in shown and "QRY-13579" not in shown
+
+
+def test_credentials_in_the_base_url_go_through_the_environments_proxy(server, monkeypatch):
+    for name in ("no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", server.base_url.removesuffix("/v1"))  # the test server plays the proxy
+    server.push(Stream("via the proxy"))
+    model = OpenAIChatModel("test-model", base_url="http://api.example.invalid/v1?api-key=PXY-112233")
+    record = start(model)[0].wait(30)
+    assert record.status == "success", record.error
+    [request] = server.requests
+    assert request.path == "http://api.example.invalid/v1/chat/completions?api-key=PXY-112233"

@@ -21,8 +21,13 @@ typed errors; this module adds what a notebook needs on top:
   Stop has no usage, and the step's usage stays unknown: never a guess dressed as a count.
 - **Readable errors, no secrets.** Failures become ``ModelError`` with a message that says what
   to do (401: check the key; 404: check the model name and base URL) and ``status_code`` /
-  ``retryable`` set. The API key lives in a wrapper that prints as ``***``, and every message
-  taken from a server is scrubbed of it, because some servers echo the key back.
+  ``retryable`` set. Every credential (the key, header values, the user info and query string of
+  ``base_url``) lives in one holder that prints as ``<credentials hidden>``. Text taken from a
+  server or an exception is scrubbed of them, and of anything shaped like one (bearer and Basic
+  credentials, ``sk-...`` keys, ``user:password@``, ``api-key=``), *before* it is shortened,
+  because some servers echo the key back. Credentials in ``base_url`` are added to each request
+  by the HTTP transport as it leaves, so the client's request objects, its errors and the HTTP
+  library's log lines only ever hold the public URL.
 
 ``openai`` is an optional extra, imported when a model is created.
 """
@@ -30,6 +35,7 @@ typed errors; this module adds what a notebook needs on top:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email.utils
 import json
@@ -39,8 +45,10 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,21 +71,200 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 8.0
 _CLOSE_TIMEOUT_S = 1.0
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
-_USERINFO = re.compile(r"//[^/\s]*@")
+
+# -- secrets -----------------------------------------------------------------------------------
+
+_KEY_NAMES = (
+    r"api[-_]?key|x-api-key|apikey|key|token|access[-_]?token|refresh[-_]?token|id[-_]?token"
+    r"|auth[-_]?token|client[-_]?secret|secret|password|passwd|pwd|sig|signature"
+)
+_SCRUBS: list[tuple[re.Pattern[str], Any]] = [
+    # user:password@ in a URL (a password may hold an unencoded "@": up to the last one)
+    (re.compile(r"(//)[^/\s?#]*@"), r"\1***@"),
+    # ?api-key=..., &token=..., api_key=... in query strings and form bodies
+    (re.compile(rf"(?i)(?<![\w-])((?:{_KEY_NAMES})=)[^\s&#\"',;)]+"), r"\1***"),
+    # "api-key": "...", password: ... in JSON and header dumps
+    (
+        re.compile(
+            r"(?i)(?<![\w-])((?:api[-_]?key|x-api-key|apikey|access[-_]?token|client[-_]?secret|secret"
+            r"|password)[\"']?\s*:\s*[\"']?)[^\s\"',;}]+"
+        ),
+        r"\1***",
+    ),
+    # Authorization: <scheme> <credentials>, whatever the scheme
+    (
+        re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?)[^\s\"',;}]+"),
+        r"\1***",
+    ),
+    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+"), r"\1***"),
+    # Keys shaped like the big providers' (sk-..., sk-proj-..., sk-ant-..., hf_..., gsk_...)
+    (
+        re.compile(
+            r"(?<![\w-])(?:sk-|sk_|rk-|hf_|gsk_|xai-|ghp_|github_pat_|glpat-|r8_|AIza)[A-Za-z0-9_\-*]{16,}"
+        ),
+        "***",
+    ),
+]
+_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])")
 
 
-def _public_url(url: str) -> str:
-    """``url`` without credentials: no user info, no query string (``?api-key=...``)."""
-    return _USERINFO.sub("//", url).split("?", 1)[0]
+def _hide_basic(match: re.Match[str]) -> str:
+    """``Basic <base64 of user:password>`` loses its token; "basic authentication" stays readable."""
+    token = match.group(2)
+    try:
+        decoded = base64.b64decode(token, validate=True)
+    except ValueError:
+        return match.group(0)
+    return f"{match.group(1)}***" if b":" in decoded else match.group(0)
 
 
-def _url_secrets(url: str) -> list[str]:
-    """The credentials a base URL carries: its user info and its query values."""
-    found = [m.group(0)[2:-1] for m in _USERINFO.finditer(url)]
-    if "?" in url:
-        found += [part.split("=", 1)[1] for part in url.split("?", 1)[1].split("&") if "=" in part]
-    return found
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` without ``secrets`` (also URL-encoded) and without anything shaped like a credential.
+
+    Removes bearer and Basic credentials, ``Authorization`` values, user info in URLs, key-like
+    query and form parameters (``api-key=``, ``token=``, ``access_token=``...) and keys shaped like
+    the big providers' (``sk-...``). Scrub before you shorten: a key cut in half no longer matches.
+    """
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    for pattern, replacement in _SCRUBS:
+        text = pattern.sub(replacement, text)
+    return _BASIC.sub(_hide_basic, text)
+
+
+def _split_base_url(url: str) -> tuple[str, str | None, str | None, str]:
+    """(the URL without user info, query or fragment; the user; the password; the raw query)."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    user = password = None
+    if at:
+        name, colon, secret = userinfo.partition(":")
+        user = urllib.parse.unquote(name)
+        password = urllib.parse.unquote(secret) if colon else None
+    public = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
+    return public, user, password, parts.query
+
+
+class _Credentials:
+    """What a model sends but never shows: its API key, its headers' values, its extra query
+    parameters, and the user info and query string its base URL carried.
+
+    It prints as ``<credentials hidden>``, so ``vars(model)``, a debugger and a traceback's locals
+    show none of it, and ``scrub`` takes every one of them out of a text, as given and URL-encoded.
+    """
+
+    __slots__ = ("_exact", "api_key", "authorization", "extra_query", "headers", "query")
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str,
+        headers: Mapping[str, str] | None = None,
+        extra_query: Mapping[str, Any] | None = None,
+    ) -> None:
+        _, user, password, query = _split_base_url(base_url)
+        self.api_key = api_key
+        self.headers = dict(headers) if headers else None
+        self.extra_query = dict(extra_query) if extra_query else None
+        self.query = query
+        """The base URL's raw query string."""
+        self.authorization: str | None = None
+        """``Basic ...`` from the base URL's user info, sent in place of the bearer key."""
+        secrets = {api_key, password, *(self.headers or {}).values()}
+        if user and password is None:
+            secrets.add(user)  # a token given as the user name: https://TOKEN@host/v1
+        if user:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+            self.authorization = f"Basic {token}"
+            secrets.add(token)
+        wire_query = self.wire_query
+        secrets.update(value for _, value in urllib.parse.parse_qsl(wire_query, keep_blank_values=True))
+        secrets.update(pair.partition("=")[2] for pair in wire_query.split("&"))  # still encoded
+        forms = {
+            form
+            for secret in secrets
+            if secret and len(secret) >= 4  # shorter "secrets" would blank out ordinary words
+            for form in (secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
+        }
+        self._exact = sorted(forms, key=len, reverse=True)  # a secret before any part of it
+
+    @property
+    def wire_query(self) -> str:
+        """The query string each request of our own client carries: the base URL's, then
+        ``extra_query``'s."""
+        extra = urllib.parse.urlencode(self.extra_query, doseq=True) if self.extra_query else ""
+        return "&".join(part for part in (self.query, extra) if part)
+
+    @property
+    def on_the_wire(self) -> bool:
+        """True when our own client needs ``_SendCredentials`` to add a query or Basic auth."""
+        return bool(self.authorization or self.query or self.extra_query)
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self._exact)
+
+    def __repr__(self) -> str:
+        return "<credentials hidden>"
+
+    __str__ = __repr__
+
+
+class _SendCredentials:
+    """An HTTP transport that adds the base URL's query and user info to each request as it leaves.
+
+    The client, its request objects, its errors and httpx's own log line (``HTTP Request: POST
+    <url>``) only ever hold the public URL; the credentials exist only in the copy of the request
+    handed to the connection. A request to another origin (a redirect) gets none of them.
+    """
+
+    def __init__(
+        self, inner: Any, request_class: Any, origin: tuple[Any, ...], query: str, authorization: str | None
+    ) -> None:
+        self._inner = inner
+        self._request_class = request_class
+        self._origin = origin
+        self._query = urllib.parse.quote(query, safe="=&;%+/:?@!$'()*,").encode("ascii")
+        self._authorization = authorization
+
+    async def handle_async_request(self, request: Any) -> Any:
+        url = request.url
+        if (url.scheme, url.host, url.port) != self._origin:
+            return await self._inner.handle_async_request(request)
+        raw_path = url.raw_path
+        if self._query:
+            raw_path += (b"&" if b"?" in raw_path else b"?") + self._query
+        headers = request.headers.copy()
+        if self._authorization:
+            headers["Authorization"] = self._authorization
+        wire = self._request_class(
+            request.method,
+            url.copy_with(raw_path=raw_path),
+            headers=headers,
+            stream=request.stream,
+            extensions=request.extensions,
+        )
+        return await self._inner.handle_async_request(wire)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _SendCredentials:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
+
+def _environment_proxy(url: str) -> str | None:
+    """The proxy HTTPS_PROXY / HTTP_PROXY / ALL_PROXY name for ``url`` (NO_PROXY honoured), as httpx
+    would pick it for a client of its own."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    return proxy if not proxy or "://" in proxy else f"http://{proxy}"
 
 
 def _import_openai() -> Any:
@@ -88,23 +275,6 @@ def _import_openai() -> Any:
             "OpenAIChatModel needs the openai package, an optional extra: pip install 'nbagent[openai]'"
         ) from exc
     return openai
-
-
-class _Secret:
-    """A string that never shows itself in a repr, a str or a traceback's locals."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "'***'"
-
-    __str__ = __repr__
 
 
 class _MalformedChunk(Exception):
@@ -311,9 +481,15 @@ class OpenAIChatModel(Model):
         stream_usage: ask for the usage chunk (``stream_options``); turn off for servers that
             reject the option.
         client: an ``openai.AsyncOpenAI`` to use (its pool, key and URL); retries stay this model's.
-        default_headers: headers sent with every request.
+        default_headers: headers sent with every request (their values are kept as secrets).
         **params: any other chat-completions parameter, sent with every call
             (``temperature=0``, ``max_tokens=512``, ``seed=1``...).
+
+    Credentials in ``base_url`` work and stay hidden: ``https://user:password@host/v1`` sends HTTP
+    Basic auth (in place of the bearer key: a request has one ``Authorization``), and a query
+    string (``.../v1?api-key=...``) goes with every request, after the path
+    (``.../v1/chat/completions?api-key=...``). ``.base_url``, ``repr``, errors and the HTTP
+    library's log lines show the URL without them.
     """
 
     def __init__(
@@ -340,30 +516,32 @@ class OpenAIChatModel(Model):
         self.timeout = timeout
         self.extra_body = dict(extra_body) if extra_body else None
         self.stream_usage = stream_usage
+        # Credentials often travel in these two: they go with the others, out of sight.
+        extra_headers, extra_query = params.pop("extra_headers", None), params.pop("extra_query", None)
         self.params = params
-        self._default_headers = dict(default_headers) if default_headers else None
         # A given client keeps its pool and settings; the retries become ours, like everywhere else.
         self._given_client = client.with_options(max_retries=0) if client is not None else None
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         if client is not None:
-            self.base_url = str(client.base_url).rstrip("/")
-            key = getattr(client, "api_key", None)
-            self._api_key = _Secret(key) if isinstance(key, str) else None
+            given_url, key = str(client.base_url), getattr(client, "api_key", None)
+            key = key if isinstance(key, str) else None
+            self._credentials = _Credentials(key, given_url, extra_headers, extra_query)
+            self.base_url = _split_base_url(given_url)[0]
             return
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
         key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if self.base_url == OPENAI_BASE_URL:
-                raise ModelError(
-                    f"OpenAIChatModel({model!r}): no API key. Pass api_key=... or set OPENAI_API_KEY "
-                    "(for a local server, pass its base_url)."
-                )
-            key = "no-key"  # local servers (Ollama, llama.cpp, LM Studio) ignore it, but the client wants one
-        self._api_key = _Secret(key)
+        headers = {**(default_headers or {}), **(extra_headers or {})}
+        self._credentials = _Credentials(key, url, headers, extra_query)
+        self.base_url = _split_base_url(url)[0]  # the credentials it carried are sent, never shown
+        if not key and self.base_url == OPENAI_BASE_URL:
+            raise ModelError(
+                f"OpenAIChatModel({model!r}): no API key. Pass api_key=... or set OPENAI_API_KEY "
+                "(for a local server, pass its base_url)."
+            )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={_public_url(self.base_url)!r})"
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
 
     # -- the client ------------------------------------------------------------------------
 
@@ -375,16 +553,40 @@ class OpenAIChatModel(Model):
         with self._lock:
             client = self._clients.get(loop)
             if client is None:
-                assert self._api_key is not None
+                credentials = self._credentials
                 client = self._openai.AsyncOpenAI(
-                    api_key=self._api_key.reveal(),
+                    # Local servers (Ollama, llama.cpp, LM Studio) ignore the key; the client wants one.
+                    api_key=credentials.api_key or "no-key",
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=0,  # retries are ours, so they can be shown and stopped
-                    default_headers=self._default_headers,
+                    default_headers=credentials.headers,
+                    http_client=self._http_client() if credentials.on_the_wire else None,
                 )
                 self._clients[loop] = client
         return client
+
+    def _http_client(self) -> Any:
+        """The openai client's own kind of HTTP client, whose transport adds the base URL's
+        credentials to each request as it leaves (``_SendCredentials``)."""
+        openai = self._openai
+        client_class = openai.DefaultAsyncHttpxClient
+        library = next(c for c in client_class.__mro__ if c.__name__ == "AsyncClient").__module__
+        http = sys.modules[library.split(".")[0]]  # httpx, or httpx2 for newer openai clients
+        base = http.URL(self.base_url)
+        proxy = _environment_proxy(self.base_url)
+        inner = http.AsyncHTTPTransport(
+            limits=openai.DEFAULT_CONNECTION_LIMITS, proxy=http.Proxy(proxy) if proxy else None
+        )
+        credentials = self._credentials
+        transport = _SendCredentials(
+            inner,
+            http.Request,
+            (base.scheme, base.host, base.port),
+            credentials.wire_query,
+            credentials.authorization,
+        )
+        return client_class(transport=transport)
 
     async def aclose(self) -> None:
         """Close the HTTP connections this model holds on the running loop."""
@@ -402,6 +604,12 @@ class OpenAIChatModel(Model):
             request["stream_options"] = {"include_usage": True}
         if self.extra_body:
             request["extra_body"] = self.extra_body
+        if self._given_client is not None:  # our own client sends these with every request already
+            credentials = self._credentials
+            if credentials.headers:
+                request["extra_headers"] = credentials.headers
+            if credentials.extra_query:
+                request["extra_query"] = credentials.extra_query
         return request
 
     # -- streaming -------------------------------------------------------------------------
@@ -460,18 +668,15 @@ class OpenAIChatModel(Model):
 
     # -- errors ----------------------------------------------------------------------------
 
-    def _redact(self, text: str) -> str:
-        secrets = [self._api_key.reveal() if self._api_key is not None else ""]
-        secrets += (self._default_headers or {}).values()  # e.g. an "api-key" header, echoed back
-        secrets += _url_secrets(self.base_url)
-        for secret in secrets:
-            if len(secret) >= 4:
-                text = text.replace(secret, "***")
-        return _BEARER.sub(r"\1***", text)
+    def _quote(self, text: str, limit: int = 300) -> str:
+        """Text from outside (a server's message, an exception's), fit for an error message:
+        scrubbed first, then shortened, so a key near the cut cannot survive as a fragment."""
+        return _shorten(self._credentials.scrub(text), limit)
 
     def _error(self, message: str, *, status_code: int | None = None, retryable: bool = False) -> ModelError:
-        where = f"{self.name} at {_public_url(self.base_url)}"
-        return ModelError(self._redact(f"{where}: {message}"), status_code=status_code, retryable=retryable)
+        where = f"{self.name} at {self.base_url}"
+        scrubbed = self._credentials.scrub(f"{where}: {message}")
+        return ModelError(scrubbed, status_code=status_code, retryable=retryable)
 
     def _failure(self, exc: Exception, reply: _Reply, *, streaming: bool) -> _Failure:
         """What ``exc`` means for the user, and whether and when to try again."""
@@ -490,21 +695,23 @@ class OpenAIChatModel(Model):
             return _Failure(self._error(message, retryable=connecting), "timed out connecting")
         if isinstance(exc, (openai.APIConnectionError, *transport_errors)):
             cause = exc.__cause__ or exc
-            detail = _shorten(str(cause)) or type(cause).__name__
+            detail = self._quote(str(cause)) or type(cause).__name__
             if streaming:
                 message = f"the server closed the connection mid-stream{so_far} ({detail})"
                 return _Failure(self._error(message, retryable=True), "connection lost")
             message = f"cannot reach the server ({detail}); is it running, and is base_url right?"
             return _Failure(self._error(message, retryable=True), "cannot connect")
         if isinstance(exc, (json.JSONDecodeError, _MalformedChunk)):
-            what = f"not JSON: {_shorten(exc.doc, 120)!r}" if isinstance(exc, json.JSONDecodeError) else exc
+            what = (
+                f"not JSON: {self._quote(exc.doc, 120)!r}" if isinstance(exc, json.JSONDecodeError) else exc
+            )
             return _Failure(
                 self._error(f"malformed chunk from the server ({what}){so_far}"), "malformed chunk"
             )
         if isinstance(exc, openai.APIError):  # an error event inside the stream
-            message = f"the server reported an error mid-stream{so_far}: {_shorten(_server_message(exc))}"
+            message = f"the server reported an error mid-stream{so_far}: {self._quote(_server_message(exc))}"
             return _Failure(self._error(message), "error")
-        return _Failure(self._error(f"{type(exc).__name__}: {_shorten(str(exc))}"), type(exc).__name__)
+        return _Failure(self._error(f"{type(exc).__name__}: {self._quote(str(exc))}"), type(exc).__name__)
 
     def _status_failure(self, exc: Any) -> _Failure:
         status = int(exc.status_code)
@@ -525,7 +732,7 @@ class OpenAIChatModel(Model):
             message += (
                 f"; the server asks to retry in {delay:g} s, over max_retry_wait_s={self.max_retry_wait_s:g}"
             )
-        message += f". Server said: {_shorten(_server_message(exc))}"
+        message += f". Server said: {self._quote(_server_message(exc))}"
         return _Failure(self._error(message, status_code=status, retryable=retryable), reason, delay)
 
 
