@@ -159,7 +159,7 @@ class Agent:
                     "type": "function",
                     "function": {
                         "name": c.name,
-                        "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+                        "arguments": observation(c.arguments),
                     },
                 }
                 for c in calls

@@ -53,7 +53,9 @@ class RunContext:
         """Report token usage. A count that is not a non-negative integer (or ``None``) is a broken
         model: ``ModelError`` names it, instead of a bad number reaching the frames."""
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53
+            ):
                 raise ModelError(
                     f"the model reported {name}={safe_text(value)}; a token count must be a "
                     "non-negative int, or None when unknown"

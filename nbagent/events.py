@@ -123,7 +123,7 @@ class RunFinished(RunEvent):
     error_type: str | None = None
     cost_usd: float | None = None
     stop_reason: str | None = None
-    """Why the run ended other than by finishing: ``user``, ``user_after_step``, ``parent``,
-    ``max_steps``, ``error`` (``None`` for a success)."""
+    """Why the run ended other than by finishing: ``user``, ``user_after_step``, ``keyboard``,
+    ``parent``, ``max_steps``, ``error`` (``None`` for a success)."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw, as chat messages, when the source can tell."""

@@ -196,7 +196,7 @@ def _clean(text: str | None) -> str | None:
 def _count(value: Any) -> int | None:
     """A token count as a non-negative int, or ``None`` (unknown) for anything else: a source's
     bad count must never reach a frame or a view as a negative or fractional number."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         return None
     return int(value)
 

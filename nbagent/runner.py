@@ -31,6 +31,7 @@ from .cancel import CancelScope, InterruptMode, current_scope
 from .config import settings
 from .context import RunContext
 from .errors import AgentError, AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
+from .interrupts import blocking_wait, sigint_stops
 from .loop import LoopThread, runner_loop
 from .records import Recorder, RunRecord
 from .text import shorten
@@ -174,8 +175,6 @@ class Run:
         """
         if threading.current_thread() is LoopThread.thread():
             raise RuntimeError("wait() on the runner's own thread would deadlock: use `await run` in a tool")
-        from .interrupts import blocking_wait
-
         deadline = None if timeout is None else time.monotonic() + timeout
         pressed = False
         with blocking_wait(self):
@@ -193,14 +192,12 @@ class Run:
                             f"run {self.run_id} is still stopping; its record will be in nbagent.history"
                         ) from None
                     pressed = True
-                    self.interrupt()
+                    self.interrupt(reason="keyboard")
         if pressed:
             raise StoppedByKeyboard(record)
         return record
 
     async def _await(self) -> RunRecord:
-        from .interrupts import sigint_stops
-
         waiter = asyncio.wrap_future(self._future)
         with sigint_stops(self) as keyboard:
             try:

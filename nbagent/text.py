@@ -34,20 +34,21 @@ def clean(text: str) -> str:
     return text
 
 
-def clean_value(value: Any, _depth: int = 0) -> Any:
+def clean_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
     """``value`` with every string in it (nested in plain lists, tuples and dicts) cleaned; other
     values are returned as they are. Used on tool arguments and results, usually JSON-like data.
-    Containers nested deeper than 32 levels (or cyclic) are left as they are."""
+    A container met again inside itself (a cycle), or nested past 32 levels, is left as it is."""
     if isinstance(value, str):
         return clean(value)
-    if _depth > 32:
-        return value
     kind = type(value)
+    if kind is not dict and kind is not list and kind is not tuple:
+        return value
+    if id(value) in _seen or len(_seen) > 32:
+        return value
+    seen = _seen | {id(value)}
     if kind is dict:
-        return {clean_value(k, _depth + 1): clean_value(v, _depth + 1) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return kind(clean_value(v, _depth + 1) for v in value)
-    return value
+        return {clean_value(k, seen): clean_value(v, seen) for k, v in value.items()}
+    return kind(clean_value(v, seen) for v in value)
 
 
 def _placeholder(value: Any, exc: BaseException) -> str:

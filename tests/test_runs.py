@@ -326,7 +326,7 @@ def test_keyboard_interrupt_during_run_interrupts_it_then_stops_the_caller_with_
     with pytest.raises(StoppedByKeyboard) as stopped:
         nbagent.run(slow_agent(["word " * 5000]), "task")
     record = stopped.value.record
-    assert record.status == "interrupted" and record.stop_reason == "user"
+    assert record.status == "interrupted" and record.stop_reason == "keyboard"
     assert record.steps[0].interrupted
     assert nbagent.history.last() is record
     assert "nbagent.history.last()" in str(stopped.value)

@@ -1,10 +1,15 @@
-"""The run store: written as runs happen, survives kill -9, shared by processes, migrates old files."""
+"""The run store: written as runs happen, survives kill -9, shared by processes, migrates old files,
+reads without write access, refuses files that are no store, and never fails on a value."""
 
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import hashlib
+import json
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import stat
@@ -12,17 +17,26 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import wait_until
-from end_states import every_end_state, fast, success
+from end_states import every_end_state, fast, interrupted_mid_stream, max_steps, success
 
 import nbagent
 from nbagent.frames import runs_frame, steps_frame, tool_calls_frame
 from nbagent.models import ToolCall
-from nbagent.store import SCHEMA_VERSION, RunStore, StoreVersionError
+from nbagent.store import (
+    SCHEMA_VERSION,
+    NotAStoreError,
+    PendingWritesWarning,
+    ReadOnlyStoreError,
+    RunStore,
+    StoreError,
+    StoreVersionError,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,8 +183,9 @@ KILLED_WRITER = """
         return x
 
     def report(event):
-        # Runs after the store's sink, so a printed step is one the store has committed.
-        if type(event).__name__ == "StepFinished":
+        # Runs after the store's sink, which queued the step's commit: once the store's queue is
+        # drained, the step is committed, and only then is it reported.
+        if type(event).__name__ == "StepFinished" and store.flush(timeout=30):
             print(event.step, flush=True)
 
     store = RunStore(sys.argv[1])
@@ -310,13 +325,14 @@ def test_reopening_a_version_1_store_migrates_it_in_place(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.executescript(VERSION_1)
     store = RunStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     old, crashed = store.records()
     assert (old.run_id, old.status, old.output, old.cost_usd) == ("old1", "success", "The sum is 5.", None)
     assert [(s.number, s.input_tokens, s.retries) for s in old.steps] == [(1, 12, 0), (2, 30, 0)]
     assert old.steps[0].tool_calls[0].arguments == {"a": 2, "b": 3}
     assert old.steps[0].tool_calls[0].result == 5
     assert crashed.status == "unfinished"  # version 1 knew no writers: nobody can still be writing it
+    assert (old.tags, old.metadata, old.queued_s, old.stop_reason, old.messages) == ([], {}, 0.0, None, None)
     new = success(store=store)
     reopened = RunStore(path)
     assert [r.run_id for r in reopened.records()] == ["old1", "old2", new.run_id]
@@ -328,14 +344,6 @@ def test_a_store_from_a_newer_nbagent_is_refused(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreVersionError, match="upgrade nbagent"):
-        RunStore(path)
-
-
-def test_a_sqlite_file_that_is_not_a_store_is_refused(tmp_path):
-    path = tmp_path / "other.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE notes (text TEXT)")
-    with pytest.raises(StoreVersionError, match="not an nbagent run store"):
         RunStore(path)
 
 
@@ -375,7 +383,8 @@ def test_text_that_is_not_valid_utf8_is_stored_escaped_and_nothing_is_lost(tmp_p
     assert stored.status == "success" and len(stored.steps) == 2
     assert all(s.end_s is not None for s in stored.steps)
     assert stored.task == "list \\udcff files"  # plain text columns keep an escaped form
-    assert stored.tool_calls[0].result == os.fsdecode(b"caf\xe9.txt")  # JSON values round-trip exactly
+    assert stored.tool_calls[0].result == record.tool_calls[0].result == "caf\\udce9.txt"
+    assert dataclasses.asdict(stored) == dataclasses.asdict(record)
 
 
 def test_the_stored_run_keeps_its_cost(tmp_path):
@@ -383,3 +392,487 @@ def test_the_stored_run_keeps_its_cost(tmp_path):
     record = nbagent.run(nbagent.Agent(fast(["answer"], name="gpt-4o")), "t", store=store, display=False)
     assert record.cost_usd is not None
     assert store.record(record.run_id).cost_usd == record.cost_usd
+
+
+def test_a_store_keeps_why_a_run_stopped_and_where_it_came_from(tmp_path):
+    store = RunStore(tmp_path / "runs.db")
+    model = fast(["one", "two"])
+    model.params = {"temperature": 0, "max_tokens": 50}
+    agent = nbagent.Agent(model, instructions="be brief", name="talker")
+    first = nbagent.run(agent, "a", store=store, display=False, tags=["eval", "v2"], metadata={"row": 3})
+    second = nbagent.run(agent, "b", store=store, display=False, reset=False)
+    child_agent = nbagent.Agent(fast(["child answer"]), name="child")
+
+    @nbagent.tool
+    async def ask_child(question: str) -> str:
+        """Ask the child agent.
+
+        Args:
+            question: what to ask.
+        """
+        return (await nbagent.arun(child_agent, question, store=store, display=False)).output
+
+    parent_agent = nbagent.Agent(
+        fast([[ToolCall("ask_child", {"question": "hi"})], "done"]), tools=[ask_child]
+    )
+    parent = nbagent.run(parent_agent, "delegate", store=store, display=False)
+    stopped = interrupted_mid_stream(store=store)
+    capped = max_steps(store=store)
+
+    back = {r.run_id: r for r in RunStore(tmp_path / "runs.db").records()}
+    for record in (first, second, parent, stopped, capped):
+        assert dataclasses.asdict(back[record.run_id]) == dataclasses.asdict(record), record.status
+    assert (back[first.run_id].tags, back[first.run_id].metadata) == (["eval", "v2"], {"row": 3})
+    assert back[first.run_id].model_params == {"temperature": 0, "max_tokens": 50}
+    assert [m["role"] for m in back[first.run_id].messages] == ["system", "user", "assistant"]
+    assert back[second.run_id].continues_run_id == first.run_id
+    [child] = [r for r in back.values() if r.agent == "child"]
+    assert child.parent_run_id == parent.run_id and child.output == "child answer"
+    assert (back[stopped.run_id].stop_reason, back[stopped.run_id].error) == ("user", None)
+    assert back[capped.run_id].stop_reason == "max_steps"
+    assert back[parent.run_id].stop_reason is None
+
+
+def test_a_run_waiting_for_its_agent_is_stored_with_its_real_start(tmp_path):
+    path = tmp_path / "runs.db"
+    store = RunStore(path)
+    gate = threading.Event()
+
+    @nbagent.tool
+    def hold() -> str:
+        """Wait for the test."""
+        gate.wait(60)
+        return "released"
+
+    agent = nbagent.Agent(fast([[ToolCall("hold", {})], "done", "second done"]), tools=[hold])
+    first = nbagent.start(agent, "first", store=store, display=False)
+    try:
+        wait_until(lambda: first.record.tool_calls)
+        second = nbagent.start(agent, "second", store=store, display=False)
+        reader = RunStore(path)  # as another kernel would read it
+        wait_until(lambda: [r.queued_after for r in reader.records()] == [None, first.run_id])
+        waiting = reader.record(second.run_id)
+        assert waiting.status == "running" and waiting.steps == []
+    finally:
+        gate.set()
+    assert first.wait(timeout=30).status == "success"
+    record = second.wait(timeout=30)
+    assert record.output == "second done" and record.queued_s > 0
+    stored = RunStore(path).record(record.run_id)
+    assert dataclasses.asdict(stored) == dataclasses.asdict(record)
+    assert stored.queued_after is None
+    assert stored.started_at > waiting.started_at  # the run's row moved with its clock
+
+
+VERSION_2_CHANGES = """
+ALTER TABLE runs ADD COLUMN cost_usd REAL;
+ALTER TABLE runs ADD COLUMN writer_host TEXT;
+ALTER TABLE runs ADD COLUMN writer_pid INTEGER;
+ALTER TABLE runs ADD COLUMN writer_start TEXT;
+ALTER TABLE steps ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET cost_usd = 0.25 WHERE run_id = 'old1';
+UPDATE runs SET error = 'interrupted by the user', status = 'interrupted', ended_at = started_at,
+    duration_s = 0 WHERE run_id = 'old2';
+PRAGMA user_version = 2;
+"""
+
+
+def test_reopening_a_version_2_store_migrates_it_in_place(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(VERSION_1 + VERSION_2_CHANGES)
+    store = RunStore(path)
+    assert store.schema_version == 3
+    old, stopped = store.records()
+    assert (old.run_id, old.cost_usd, old.output) == ("old1", 0.25, "The sum is 5.")
+    assert (old.tags, old.metadata, old.model_params, old.messages) == ([], {}, {}, None)
+    assert (old.stop_reason, old.parent_run_id, old.continues_run_id, old.queued_s) == (None, None, None, 0.0)
+    assert (stopped.status, stopped.error) == ("interrupted", "interrupted by the user")  # kept as it was
+    new = success(store=store, tags=["after"])
+    reopened = RunStore(path).records()
+    assert [r.run_id for r in reopened] == ["old1", "old2", new.run_id]
+    assert dataclasses.asdict(reopened[2]) == dataclasses.asdict(new) and reopened[2].tags == ["after"]
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+def nested(depth: int, leaf: object) -> object:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+def test_values_that_refuse_to_become_text_never_break_the_store(tmp_path, caplog):
+    cycle: list = []
+    cycle.append(cycle)
+    values = {
+        "unprintable": Unprintable(),
+        "huge": 2**20000,
+        "huge_inside": [2**20000, "kept"],
+        "set": {1, 2},
+        "tuple_keys": {(1, 2): "a"},
+        "cycle": cycle,
+        "deep_surrogate": nested(40, "caf\udce9"),  # deeper than the recorder cleans
+    }
+
+    @nbagent.tool
+    def awkward(kind: str) -> object:
+        """Return an awkward value.
+
+        Args:
+            kind: which one.
+        """
+        return values.get(kind, kind)
+
+    calls = [ToolCall("awkward", {"kind": kind}) for kind in values]
+    raw = ToolCall("awkward", '{"kind": "lone \\udcff"}')  # JSON text whose escape makes a lone surrogate
+    store = RunStore(tmp_path / "runs.db")
+    agent = nbagent.Agent(fast([calls, [raw], "done \udcff"]), tools=[awkward])
+    with caplog.at_level(logging.WARNING, logger="nbagent"):
+        run = nbagent.start(
+            agent, "t", store=store, display=False, metadata={"object": Unprintable(), "huge": 2**20000}
+        )
+        record = run.wait(timeout=30)
+    assert record.status == "success", record.error
+    assert run.sink_errors == [] and not [r for r in caplog.records if "store" in r.getMessage()]
+
+    stored = store.record(record.run_id)
+    results = {call.arguments["kind"]: call.result for call in stored.tool_calls[: len(values)]}
+    assert results["unprintable"] == "<unprintable Unprintable: RuntimeError: no repr for you>"
+    assert results["huge"].startswith("<unprintable int: ValueError")
+    assert results["huge_inside"][0].startswith("<unprintable int") and results["huge_inside"][1] == "kept"
+    assert results["set"] == "{1, 2}"
+    assert results["tuple_keys"] == {"(1, 2)": "a"}
+    innermost = results["cycle"]
+    while isinstance(innermost, list):
+        innermost = innermost[0]
+    assert innermost == "[[...]]"  # the recorder copies the first levels; the cycle itself became text
+    assert results["deep_surrogate"] == record.tool_calls[6].result  # JSON values round-trip exactly
+    assert stored.tool_calls[-1].arguments == record.tool_calls[-1].arguments == '{"kind": "lone \\udcff"}'
+    assert stored.tool_calls[-1].result == record.tool_calls[-1].result
+    assert stored.output == record.output == "done \\udcff"
+    assert stored.metadata["object"].startswith("<unprintable Unprintable")
+    assert stored.metadata["huge"].startswith("<unprintable int")
+    assert [len(store.runs()), len(store.steps()), len(store.tool_calls())] == [1, 3, len(values) + 1]
+
+    other = RunStore(tmp_path / "added.db")  # add() takes the same values
+    other.add(record)
+    assert dataclasses.asdict(other.record(record.run_id)) == dataclasses.asdict(stored)
+
+
+def test_add_takes_a_hand_made_record_with_fields_sqlite_cannot_bind(tmp_path):
+    record = success()
+    odd = dataclasses.replace(
+        record, run_id="odd", task="t \udcff", cost_usd=decimal.Decimal("0.125"), error=ValueError("boom")
+    )
+    odd.steps = [dataclasses.replace(s, retries=2**70, tool_calls=[]) for s in record.steps]
+    store = RunStore(tmp_path / "runs.db")
+    store.add(odd)
+    back = store.record("odd")
+    assert (back.task, back.cost_usd, back.error) == ("t \\udcff", 0.125, "ValueError('boom')")
+    assert [s.retries for s in back.steps] == [float(2**70)] * len(record.steps)  # past 64 bits: a float
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_read_only_store_reads_without_writing(tmp_path):
+    path = tmp_path / "runs.db"
+    writer = RunStore(path)
+    records = {r.run_id: r for r in every_end_state(store=writer).values()}
+    writer.close()
+    before, mtime = digest(path), path.stat().st_mtime_ns
+
+    store = RunStore(path, readonly=True)
+    assert store.readonly and "readonly=True" in repr(store)
+    back = store.records()
+    assert {r.run_id: dataclasses.asdict(r) for r in back} == {
+        k: dataclasses.asdict(r) for k, r in records.items()
+    }
+    assert len(store.runs()) == 5 and len(store.steps()) == sum(len(r.steps) for r in back)
+    assert store.schema_version == SCHEMA_VERSION
+    assert (digest(path), path.stat().st_mtime_ns) == (before, mtime)
+
+
+def test_a_read_only_store_cannot_store_runs(tmp_path):
+    path = tmp_path / "runs.db"
+    record = success(store=RunStore(path))
+    store = RunStore(path, readonly=True)
+    for write in (store.sink, lambda: store.add(record)):
+        with pytest.raises(ReadOnlyStoreError, match=f"{path}.* read-only"):
+            write()
+    with pytest.raises(ReadOnlyStoreError):  # refused before the run starts
+        nbagent.run(nbagent.Agent(fast(["x"])), "t", store=store, display=False)
+    nbagent.configure(store=store)
+    try:
+        with pytest.raises(ReadOnlyStoreError):
+            nbagent.start(nbagent.Agent(fast(["x"])), "t", display=False)
+    finally:
+        nbagent.configure(store=None)
+    assert [r.run_id for r in store.records()] == [record.run_id]
+
+
+def test_a_read_only_store_that_does_not_exist_is_not_created(tmp_path):
+    path = tmp_path / "missing" / "runs.db"
+    with pytest.raises(FileNotFoundError, match="no nbagent store"):
+        RunStore(path, readonly=True)
+    assert not path.parent.exists()
+
+
+def test_an_empty_file_opened_read_only_is_an_empty_store(tmp_path):
+    path = tmp_path / "runs.db"
+    path.touch()  # what RunStore creates first, before its tables
+    store = RunStore(path, readonly=True)
+    assert store.records() == [] and store.runs().empty and store.tool_calls().empty
+    assert path.stat().st_size == 0
+
+
+def test_an_older_store_opened_read_only_is_read_without_migrating(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(VERSION_1)
+    before = digest(path)
+    store = RunStore(path, readonly=True)
+    old, crashed = store.records()
+    assert (old.run_id, old.output, old.cost_usd, old.tags, old.queued_s) == (
+        "old1",
+        "The sum is 5.",
+        None,
+        [],
+        0.0,
+    )
+    assert [s.retries for s in old.steps] == [0, 0] and old.steps[0].tool_calls[0].result == 5
+    assert crashed.status == "unfinished"
+    assert store.runs()["status"].tolist() == ["success", "unfinished"]
+    assert store.schema_version == 1 and digest(path) == before
+    future = tmp_path / "future.db"
+    with sqlite3.connect(future) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreVersionError, match="upgrade nbagent"):
+        RunStore(future, readonly=True)
+
+
+def test_a_foreign_file_is_not_an_nbagent_store(tmp_path):
+    store_path = tmp_path / "store.db"
+    store = RunStore(store_path)
+    record = success()
+    for n in range(300):  # enough rows for many pages, so a cut loses some
+        store.add(dataclasses.replace(record, run_id=f"run{n:03}"))
+    store.close()
+    whole = store_path.read_bytes()
+    files = {
+        "random bytes": bytes(range(256)) * 64,
+        "a store cut in half": whole[: len(whole) // 2],
+        "a store cut in its header": whole[:50],
+    }
+    for name, content in files.items():
+        (tmp_path / f"{name}.db").write_bytes(content)
+    with sqlite3.connect(tmp_path / "notes.db") as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    with sqlite3.connect(tmp_path / "versioned notes.db") as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    names = [*files, "notes", "versioned notes"]
+    for name in names:
+        path = tmp_path / f"{name}.db"
+        before = digest(path)
+        for readonly in (False, True):
+            with pytest.raises(NotAStoreError, match="is not an nbagent store") as caught:
+                RunStore(path, readonly=readonly)
+            assert str(path) in str(caught.value) and isinstance(caught.value, ValueError), name
+            assert isinstance(caught.value, StoreError)
+        assert digest(path) == before, name  # refused without a write
+
+
+def test_a_store_path_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    store = RunStore("~/runs/runs.db")
+    assert store.path == home / "runs" / "runs.db"
+    nbagent.configure(store=store)
+    try:
+        record = success()
+    finally:
+        nbagent.configure(store=None)
+    assert not (tmp_path / "~").exists()
+    assert RunStore("~/runs/runs.db", readonly=True).record(record.run_id).status == "success"
+
+
+def test_reading_while_writes_are_pending_warns_how_many_runs_are_missing(tmp_path):
+    path = tmp_path / "runs.db"
+    store = RunStore(path, busy_timeout_s=0.05)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another kernel holds the write lock
+    gate = threading.Event()
+    run = nbagent.start(holding_agent(gate), "hold on", store=store, display=False)
+    try:
+        wait_until(lambda: run.record.tool_calls)  # its start was given to the store, which cannot write it
+        with pytest.warns(PendingWritesWarning, match="1 run of this process not fully written") as caught:
+            missing = store.records()
+        assert missing == []  # what the issue saw: no runs, now with a reason
+        assert caught[0].filename == __file__  # the warning points at the caller's line
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        gate.set()
+    record = run.wait(timeout=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r.run_id for r in store.records()] == [record.run_id]
+
+
+# -- stores this process may not write: tests run as root, who writes any file, so the reading
+# happens in a child that obeys file permissions.
+
+PERMISSIONED_READER = """
+    import json, sys
+    from pathlib import Path
+    from nbagent.store import RunStore, StoreError
+
+    path, cannot = Path(sys.argv[1]), sys.argv[2]
+    probe = path if cannot == "file" else path.parent / "probe"
+    try:
+        open(probe, "ab").close()
+    except PermissionError:
+        pass
+    else:
+        sys.exit(f"this child can write {probe}: the test would prove nothing")
+    try:
+        store = RunStore(path)  # not told it is read-only: it must find out
+        records = store.records()
+    except StoreError as exc:
+        print(json.dumps({"error": str(exc)}))
+        sys.exit(0)
+    runs = [[r.run_id, r.status, [c.status for c in r.tool_calls]] for r in records]
+    print(json.dumps({"readonly": store.readonly, "runs": runs, "steps": len(store.steps())}))
+"""
+
+
+def read_without_permission(path: Path, cannot: str) -> dict:
+    """Read the store at ``path`` in a child that may not write the file (or its folder)."""
+    command = [sys.executable, "-c", textwrap.dedent(PERMISSIONED_READER), str(path), cannot]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("as root this test needs setpriv (util-linux) to drop root's permission bypass")
+        command = [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *command]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def permissions_restored(tmp_path):
+    yield
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_store_its_reader_cannot_write_opens_read_only(tmp_path, permissions_restored):
+    path = tmp_path / "runs.db"
+    writer = RunStore(path)
+    record = success(store=writer)
+    writer.close()
+    path.chmod(0o400)
+    before = digest(path)
+    seen = read_without_permission(path, "file")
+    assert seen == {"readonly": True, "runs": [[record.run_id, "success", ["ok"]]], "steps": 2}
+    assert digest(path) == before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_store_in_a_read_only_folder_is_read(tmp_path, permissions_restored):
+    folder = tmp_path / "shared"
+    writer = RunStore(folder / "runs.db")
+    record = success(store=writer)
+    writer.close()  # the last connection folds the log into the file and removes it
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.db"]
+    before = digest(folder / "runs.db")
+    folder.chmod(0o500)
+    seen = read_without_permission(folder / "runs.db", "folder")
+    assert seen == {"readonly": True, "runs": [[record.run_id, "success", ["ok"]]], "steps": 2}
+    assert sorted(p.name for p in folder.iterdir()) == ["runs.db"]
+    assert digest(folder / "runs.db") == before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_read_only_reader_sees_a_live_writers_latest_commits(tmp_path, permissions_restored):
+    folder = tmp_path / "shared"
+    store = RunStore(folder / "runs.db")
+    gate = threading.Event()
+    run = nbagent.start(holding_agent(gate), "hold on", store=store, display=False)
+    try:
+        wait_until(lambda: any(r.tool_calls for r in RunStore(folder / "runs.db").records()))
+        for file in folder.iterdir():
+            file.chmod(0o400)  # the live writer keeps its open files; the reader may only read
+        folder.chmod(0o500)
+        seen = read_without_permission(folder / "runs.db", "folder")
+    finally:
+        folder.chmod(0o700)
+        gate.set()
+    assert seen == {"readonly": True, "runs": [[run.run_id, "running", [None]]], "steps": 1}
+    assert run.wait(timeout=30).status == "success"
+
+
+UNCHECKPOINTED_WRITER = """
+    import os, sys
+    import nbagent
+    from nbagent.models import ScriptedModel
+    from nbagent.store import RunStore
+
+    store = RunStore(sys.argv[1])
+    agent = nbagent.Agent(ScriptedModel(["done"], tokens_per_s=1e9, first_token_s=0.0))
+    record = nbagent.run(agent, "t", store=store, display=False)
+    print(record.run_id, flush=True)
+    os._exit(0)  # as a dead kernel would: its log is never folded into the file
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_read_only_folder_with_a_log_nobody_can_read_says_what_to_do(tmp_path, permissions_restored):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    proc = child(UNCHECKPOINTED_WRITER, str(folder / "runs.db"))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    wal = folder / "runs.db-wal"
+    assert wal.stat().st_size > 0
+    (folder / "runs.db-shm").unlink()  # without it, and unable to make it, SQLite cannot read the log
+    folder.chmod(0o500)
+    seen = read_without_permission(folder / "runs.db", "folder")
+    assert "write-ahead log runs.db-wal" in seen["error"] and "writable" in seen["error"]
+    folder.chmod(0o700)
+    assert RunStore(folder / "runs.db").record(out.strip()).status == "success"  # nothing was lost
+
+
+def test_a_run_whose_last_write_failed_is_written_at_the_next_read(tmp_path, caplog):
+    path = tmp_path / "runs.db"
+    store = RunStore(path, busy_timeout_s=0.01)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # held through the whole run, its last write included
+    try:
+        with caplog.at_level(logging.WARNING, logger="nbagent"):
+            record = success(store=store)
+            store.flush()  # until the sink has given up on the last write
+        assert any("rewritten at the next read" in r.getMessage() for r in caplog.records)
+        with pytest.warns(PendingWritesWarning, match="1 run of this process"):
+            assert store.records() == []
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+    def read_without_warning() -> list:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            records = store.records()
+        return [] if caught else records
+
+    wait_until(read_without_warning)  # the first reads may still find the last failed try under way
+    [stored] = read_without_warning()
+    assert dataclasses.asdict(stored) == dataclasses.asdict(record)

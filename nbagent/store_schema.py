@@ -1,0 +1,399 @@
+"""The run store's tables, and how records become rows and rows become records again.
+
+Part of ``nbagent.store`` (which holds the ``RunStore`` API); kept apart so each file reads in
+one sitting. Three rules shape it:
+
+- **A value never makes a write fail.** Tool arguments, results and outputs are untrusted: a
+  ``__repr__`` may raise, ``2 ** 20000`` cannot become text, a dict may have keys JSON cannot
+  take, a string may hold lone surrogates. ``to_json`` tries plain JSON first (the common case
+  costs one encoder call), then a walk that turns each part JSON cannot hold into its
+  ``nbagent.text.safe_text`` text, then the whole value's ``safe_text``; it never raises.
+  Every parameter of every statement then passes through ``nbagent.store_file.storable``.
+- **Columns are named, not positional,** in every write and read, so a table that grew by
+  migration (new columns at the end) and a freshly created one are written the same way, and a
+  store of an older schema can be *read* without migrating it: a column it lacks reads as its
+  default (``select_list``).
+- **Reading never trusts the file either:** a JSON column that does not parse comes back as its
+  text.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable
+from contextlib import closing
+from datetime import datetime, timezone
+from typing import Any
+
+from .records import RunRecord, StepRecord, ToolCallRecord
+from .text import clean, safe_text
+
+SCHEMA_VERSION = 3
+
+SCHEMA = """
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    duration_s REAL,
+    output TEXT,
+    error TEXT,
+    error_type TEXT,
+    cost_usd REAL,
+    writer_host TEXT,
+    writer_pid INTEGER,
+    writer_start TEXT,
+    stop_reason TEXT,
+    parent_run_id TEXT,
+    continues_run_id TEXT,
+    queued_s REAL NOT NULL DEFAULT 0,
+    queued_after TEXT,
+    tags TEXT,
+    metadata TEXT,
+    model_params TEXT,
+    messages TEXT
+);
+CREATE INDEX runs_by_start ON runs (started_at);
+CREATE TABLE steps (
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    start_s REAL NOT NULL,
+    ended_at TEXT,
+    end_s REAL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    usage_source TEXT NOT NULL,
+    model_output TEXT NOT NULL,
+    error TEXT,
+    interrupted INTEGER NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+CREATE TABLE tool_calls (
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT,
+    started_at TEXT NOT NULL,
+    start_s REAL NOT NULL,
+    ended_at TEXT,
+    end_s REAL,
+    status TEXT,
+    result TEXT,
+    error TEXT,
+    PRIMARY KEY (run_id, step, seq)
+) WITHOUT ROWID;
+"""
+"""The current schema. Times are ISO 8601 UTC text; values (output, arguments, results, tags,
+metadata, model_params, messages) are JSON, with any part JSON cannot hold stored as its text."""
+
+MIGRATIONS: dict[int, str] = {
+    # Version 1 had no writer identity (so a dead writer's run could not be told from a live
+    # one), no cost and no retry count.
+    1: """
+        ALTER TABLE runs ADD COLUMN cost_usd REAL;
+        ALTER TABLE runs ADD COLUMN writer_host TEXT;
+        ALTER TABLE runs ADD COLUMN writer_pid INTEGER;
+        ALTER TABLE runs ADD COLUMN writer_start TEXT;
+        ALTER TABLE steps ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+    """,
+    # Version 2 did not know why a run stopped, which run started or continued it, how long it
+    # waited for its agent, nor its tags, metadata, model settings and conversation.
+    2: """
+        ALTER TABLE runs ADD COLUMN stop_reason TEXT;
+        ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN continues_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN queued_s REAL NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN queued_after TEXT;
+        ALTER TABLE runs ADD COLUMN tags TEXT;
+        ALTER TABLE runs ADD COLUMN metadata TEXT;
+        ALTER TABLE runs ADD COLUMN model_params TEXT;
+        ALTER TABLE runs ADD COLUMN messages TEXT;
+    """,
+}
+"""``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
+
+TABLES = ("runs", "steps", "tool_calls")
+
+UNFINISHED_ERROR = "the process running it ended before the run finished"
+"""The error of a run read back as ``"unfinished"``."""
+
+
+def _columns() -> dict[str, dict[str, str]]:
+    """Each table's columns, in schema order, with what each reads as in an older store that
+    lacks it (its SQL default, else NULL): asked of SQLite itself, so they never drift."""
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.executescript(SCHEMA)
+        return {
+            t: {row[1]: row[4] or "NULL" for row in conn.execute(f"PRAGMA table_info({t})")} for t in TABLES
+        }
+
+
+_COLUMNS = _columns()
+RUN_COLUMNS, STEP_COLUMNS, CALL_COLUMNS = (_COLUMNS[t] for t in TABLES)
+
+
+def _put(table: str, columns: Iterable[str]) -> str:
+    names = list(columns)
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+
+PUT_RUN = _put("runs", RUN_COLUMNS)
+PUT_STEP = _put("steps", STEP_COLUMNS)
+PUT_CALL = _put("tool_calls", CALL_COLUMNS)
+
+
+def select_list(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> str:
+    """The columns of ``table`` to select, in ``columns`` order, each missing one as its default:
+    so one reader serves every schema version, and an old store is read without migrating it."""
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    return ", ".join(name if name in present else f"{default} AS {name}" for name, default in columns.items())
+
+
+# -- values ---------------------------------------------------------------------------------------
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=safe_text)
+"""One encoder for every value; a part it cannot encode becomes its ``safe_text``."""
+
+
+def _plain(value: Any, ancestors: frozenset[int] = frozenset()) -> Any:
+    """``value`` with every part JSON cannot hold replaced by its text (used only after plain
+    encoding failed: a huge int, a key JSON refuses, a cycle, nesting deeper than JSON allows)."""
+    if value is None or isinstance(value, (str, bool, float)):
+        return value
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:  # past the int-to-str digit limit
+            return safe_text(value)
+        return value
+    if not isinstance(value, (dict, list, tuple)) or id(value) in ancestors or len(ancestors) > 64:
+        return safe_text(value)  # a cycle shows as [...], as in its repr
+    inner = ancestors | {id(value)}
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else safe_text(k)): _plain(v, inner) for k, v in list(value.items())}
+    return [_plain(v, inner) for v in list(value)]
+
+
+def to_json(value: Any) -> str | None:
+    """``value`` as JSON text (``None`` stays ``None``); never raises."""
+    if value is None:
+        return None
+    try:
+        return clean(_ENCODER.encode(value))
+    except Exception:
+        pass
+    try:
+        return clean(_ENCODER.encode(_plain(value)))
+    except Exception:
+        return clean(_ENCODER.encode(safe_text(value)))
+
+
+def from_json(text: Any) -> Any:
+    """A JSON column's value; text that is not JSON (a foreign writer, a damaged row) as it is."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return text
+
+
+def iso(at: datetime | None) -> str | None:
+    """One fixed UTC format, so text order is time order (a naive time is taken as UTC)."""
+    if at is None:
+        return None
+    at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+    return at.isoformat(timespec="microseconds")
+
+
+def _time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+# -- records to rows ------------------------------------------------------------------------------
+
+Writer = tuple[str | None, int | None, str | None]
+"""Host, pid and process start of a run's writer (all ``None`` for a run stored with ``add``)."""
+
+
+def run_row(record: RunRecord, writer: Writer | None) -> tuple[Any, ...]:
+    host, pid, start = writer if writer is not None else (None, None, None)
+    return (
+        record.run_id,
+        record.task,
+        record.agent,
+        record.model,
+        record.status,
+        iso(record.started_at),
+        iso(record.ended_at),
+        record.duration_s,
+        to_json(record.output),
+        record.error,
+        record.error_type,
+        record.cost_usd,
+        host,
+        pid,
+        start,
+        record.stop_reason,
+        record.parent_run_id,
+        record.continues_run_id,
+        record.queued_s or 0.0,
+        record.queued_after,
+        to_json(record.tags or []),
+        to_json(record.metadata or {}),
+        to_json(record.model_params or {}),
+        to_json(record.messages),
+    )
+
+
+def step_row(run_id: str, step: StepRecord) -> tuple[Any, ...]:
+    return (
+        run_id,
+        step.number,
+        step.kind,
+        iso(step.started_at),
+        step.start_s,
+        iso(step.ended_at),
+        step.end_s,
+        step.input_tokens,
+        step.output_tokens,
+        step.usage_source,
+        step.model_output or "",
+        step.error,
+        int(step.interrupted),
+        step.retries,
+    )
+
+
+def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[Any, ...]:
+    return (
+        run_id,
+        step,
+        seq,
+        call.call_id,
+        call.tool,
+        to_json(call.arguments),
+        iso(call.started_at),
+        call.start_s,
+        iso(call.ended_at),
+        call.end_s,
+        call.status,
+        to_json(call.result),
+        call.error,
+    )
+
+
+def put_whole_run(conn: Any, record: RunRecord, writer: Writer | None) -> None:
+    """Replace every row of ``record``'s run with the record as it stands."""
+    conn.execute("DELETE FROM steps WHERE run_id = ?", (record.run_id,))
+    conn.execute("DELETE FROM tool_calls WHERE run_id = ?", (record.run_id,))
+    conn.execute(PUT_RUN, run_row(record, writer))
+    conn.executemany(PUT_STEP, [step_row(record.run_id, s) for s in record.steps])
+    conn.executemany(
+        PUT_CALL,
+        [
+            call_row(record.run_id, s.number, seq, call)
+            for s in record.steps
+            for seq, call in enumerate(s.tool_calls)
+        ],
+    )
+
+
+# -- rows to records ------------------------------------------------------------------------------
+
+
+def read_records(
+    conn: sqlite3.Connection, run_ids: list[str] | None, ended_unseen: Callable[[str, Writer], bool]
+) -> list[RunRecord]:
+    """The stored runs (all, or those in ``run_ids``), oldest first. Call it inside one read
+    transaction, so runs, steps and calls come from the same moment. ``ended_unseen(run_id,
+    writer)`` says whether a run still marked running has lost its writer (it reads as
+    ``"unfinished"``)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
+        return []  # an empty file, opened read-only: a store nothing was written to yet
+    where, params = "", ()
+    if run_ids is not None:
+        where, params = " WHERE run_id IN (SELECT value FROM json_each(?))", (json.dumps(run_ids),)
+    runs: dict[str, RunRecord] = {}
+    steps: dict[tuple[str, int], StepRecord] = {}
+    columns = select_list(conn, "runs", RUN_COLUMNS)
+    for row in conn.execute(f"SELECT {columns} FROM runs{where} ORDER BY started_at, run_id", params):
+        tags, metadata, model_params = from_json(row[20]), from_json(row[21]), from_json(row[22])
+        record = RunRecord(
+            run_id=row[0],
+            task=row[1],
+            agent=row[2],
+            model=row[3],
+            started_at=_time(row[5]),  # type: ignore[arg-type]
+            status=row[4],
+            output=from_json(row[8]),
+            error=row[9],
+            error_type=row[10],
+            ended_at=_time(row[6]),
+            duration_s=row[7],
+            cost_usd=row[11],
+            stop_reason=row[15],
+            parent_run_id=row[16],
+            continues_run_id=row[17],
+            queued_s=row[18] or 0.0,
+            queued_after=row[19],
+            tags=tags if isinstance(tags, list) else [],
+            metadata=metadata if isinstance(metadata, dict) else {},
+            model_params=model_params if isinstance(model_params, dict) else {},
+            messages=from_json(row[23]),
+        )
+        if record.status == "running" and ended_unseen(record.run_id, (row[12], row[13], row[14])):
+            record.status, record.error = "unfinished", UNFINISHED_ERROR
+        runs[record.run_id] = record
+    columns = select_list(conn, "steps", STEP_COLUMNS)
+    for row in conn.execute(f"SELECT {columns} FROM steps{where} ORDER BY run_id, step", params):
+        run = runs.get(row[0])
+        if run is None:
+            continue
+        step = StepRecord(
+            number=row[1],
+            kind=row[2],
+            started_at=_time(row[3]),  # type: ignore[arg-type]
+            start_s=row[4],
+            ended_at=_time(row[5]),
+            end_s=row[6],
+            input_tokens=row[7],
+            output_tokens=row[8],
+            usage_source=row[9],
+            model_output=row[10],
+            error=row[11],
+            interrupted=bool(row[12]),
+            retries=row[13],
+        )
+        run.steps.append(step)
+        steps[(row[0], row[1])] = step
+    columns = select_list(conn, "tool_calls", CALL_COLUMNS)
+    for row in conn.execute(f"SELECT {columns} FROM tool_calls{where} ORDER BY run_id, step, seq", params):
+        owner = steps.get((row[0], row[1]))
+        if owner is None:
+            continue
+        owner.tool_calls.append(
+            ToolCallRecord(
+                call_id=row[3],
+                tool=row[4],
+                arguments=from_json(row[5]),
+                started_at=_time(row[6]),  # type: ignore[arg-type]
+                start_s=row[7],
+                status=row[10],
+                result=from_json(row[11]),
+                error=row[12],
+                ended_at=_time(row[8]),
+                end_s=row[9],
+            )
+        )
+    return list(runs.values())
