@@ -1,9 +1,9 @@
-"""How fast does a Stop end a smolagents run? smolagents' own ``interrupt()`` against nbagent's.
+"""How fast does a Stop end a smolagents run, and free the model server? smolagents alone against nbagent.
 
-The same offline fake model for both (tests/smolagents_fakes.py): ``generate()`` sleeps 2 s, the
-streaming variant sends 4 chunks 0.5 s apart, the tool sleeps 2 s, the code sleeps 2 s. Each run
-is interrupted at a random moment inside one phase, and the latency is the time from the
-interrupt to the end of the run:
+Part "phases" (offline): the same fake model for both (tests/smolagents_fakes.py): ``generate()``
+sleeps 2 s, the streaming variant sends 4 chunks 0.5 s apart, the tool sleeps 2 s, the code sleeps
+2 s. Each run is interrupted at a random moment inside one phase, and the latency is the time from
+the interrupt to the end of the run:
 
 - baseline: ``agent.run(task)`` on a thread, ``agent.interrupt()``, until ``run`` returns or raises
   (smolagents checks its switch only between steps; in the final step it ignores it);
@@ -12,15 +12,25 @@ interrupt to the end of the run:
 Phases: planning, generate, stream, tool, code, final_answer. Targets: nbagent p99 <= 100 ms in
 every phase, and a p50 ratio (baseline / nbagent) >= 10.
 
-    python benchmarks/smolagents_interrupt.py [--quick] [--json]
+Part "disconnect" (a real local HTTP server, tests/smolagents_server.py, OpenAI's chat completions
+with keep-alive): a ``CodeAgent`` on smolagents' ``OpenAIServerModel``, streaming and not, asks for
+a reply that takes 30 s to generate. A random 0.05-0.5 s into it, the run is stopped; measured on
+one ``perf_counter`` clock: Stop -> the record is complete, and Stop -> the server sees the client
+go (it waits on the socket with ``select``, so it sees the close when it happens). For scale, the
+baseline is smolagents' own ``agent.interrupt()``: the server generates on to the end of the reply
+(a shorter 2 s one here), which is what a paid API bills. Target: Stop -> disconnect p99 <= 100 ms.
+
+    python benchmarks/smolagents_interrupt.py [--part phases|disconnect|all] [--quick] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import json
+import math
 import random
 import sys
 import threading
@@ -36,13 +46,20 @@ from smolagents.monitoring import AgentLogger, LogLevel
 
 import nbagent
 
-_spec = importlib.util.spec_from_file_location(
-    "smolagents_fakes", Path(__file__).resolve().parent.parent / "tests" / "smolagents_fakes.py"
-)
-assert _spec is not None and _spec.loader is not None
-fakes = importlib.util.module_from_spec(_spec)
-sys.modules["smolagents_fakes"] = fakes
-_spec.loader.exec_module(fakes)
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parent.parent / "tests" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fakes = _load("smolagents_fakes")
+server_kit = _load("smolagents_server")
 
 PHASE_S = 2.0
 PHASES = ["planning", "generate", "stream", "tool", "code", "final_answer"]
@@ -151,30 +168,93 @@ def trials(kind: str, n: int, workers: int, seed: int) -> dict[str, list[tuple[f
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer runs (about 30 s)")
-    parser.add_argument("--n", type=int, help="nbagent runs per phase (default 40, quick 10)")
-    parser.add_argument("--baseline-n", type=int, help="baseline runs per phase (default 10, quick 4)")
-    parser.add_argument("--workers", type=int, default=6, help="nbagent runs at a time (default 6)")
-    parser.add_argument("--seed", type=int, default=4)
-    args = parser.parse_args(argv)
-    n = args.n or (10 if args.quick else 40)
-    baseline_n = args.baseline_n or (4 if args.quick else 10)
-    nbagent.configure(display=False)
+LONG_REPLY_S = 30.0
+BASELINE_REPLY_S = 2.0
 
-    started = time.perf_counter()
-    # Warm-up: the first run of a process pays one-time imports on the runner's thread as it ends
-    # (pricing it with the cost extra), which is not what a Stop costs.
-    warm = ToolCallingAgent(
-        tools=[], model=fakes.ScriptedSmolModel([fakes.answer("42")]), logger=silent_logger()
-    )
-    nbagent.run(warm, "warm up", display=False)
-    # Baseline runs last seconds each and mostly sleep: run them all at once.
-    base = trials("baseline", baseline_n, workers=baseline_n * len(PHASES), seed=args.seed)
-    ours = trials("nbagent", n, workers=args.workers, seed=args.seed + 1)
 
+def disconnect_trial(stream: bool, offset_s: float) -> tuple[float, float, str]:
+    """nbagent on OpenAIServerModel: Stop -> record and Stop -> the server sees the client go, in ms."""
+    from smolagents import OpenAIServerModel
+
+    with server_kit.ChatServer(
+        [server_kit.Reply(text="word " * 300, seconds=LONG_REPLY_S, chunks=300)]
+    ) as server:
+        model = OpenAIServerModel("bench-model", api_base=server.base_url, api_key="bench-key")
+        agent = CodeAgent(tools=[], model=model, stream_outputs=stream, logger=silent_logger())
+        run = nbagent.start(agent, "Write a long essay.", display=False)
+        server.wait_until(lambda: len(server.requests) == 1, timeout=30)
+        request = server.requests[0]
+        time.sleep(offset_s)
+        asked = time.perf_counter()
+        run.interrupt()
+        record = run.wait(60)
+        to_record = time.perf_counter() - asked
+        server.wait_until(
+            lambda: request.disconnected is not None or request.finished is not None, timeout=60
+        )
+        to_disconnect = (request.disconnected or math.inf) - asked
+    return to_record * 1000, to_disconnect * 1000, record.status
+
+
+def baseline_disconnect_trial(stream: bool, offset_s: float) -> float:
+    """smolagents alone: ``agent.interrupt()`` mid-reply; ms until the server is done with the request."""
+    from smolagents import OpenAIServerModel
+
+    with server_kit.ChatServer(
+        [server_kit.Reply(text="word " * 40, seconds=BASELINE_REPLY_S, chunks=40)]
+    ) as server:
+        model = OpenAIServerModel("bench-model", api_base=server.base_url, api_key="bench-key")
+        agent = CodeAgent(tools=[], model=model, stream_outputs=stream, logger=silent_logger())
+        thread = threading.Thread(target=_swallow, args=(agent.run, "Write a long essay."), daemon=True)
+        thread.start()
+        server.wait_until(lambda: len(server.requests) == 1, timeout=30)
+        request = server.requests[0]
+        time.sleep(offset_s)
+        asked = time.perf_counter()
+        agent.interrupt()
+        server.wait_until(
+            lambda: request.disconnected is not None or request.finished is not None, timeout=60
+        )
+        done = request.disconnected or request.finished
+        thread.join(60)
+    return (done - asked) * 1000
+
+
+def _swallow(fn: Callable[..., Any], *args: Any) -> None:
+    with contextlib.suppress(Exception):  # smolagents raises "Agent interrupted."
+        fn(*args)
+
+
+def disconnect_part(n: int, baseline_n: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    modes: dict[str, Any] = {}
+    for stream in (False, True):
+        trials = [disconnect_trial(stream, rng.uniform(0.05, 0.5)) for _ in range(n)]
+        baseline = [baseline_disconnect_trial(stream, rng.uniform(0.05, 0.5)) for _ in range(baseline_n)]
+        to_record = [r for r, _, _ in trials]
+        to_disconnect = [d for _, d, _ in trials]
+        modes["streaming" if stream else "non_streaming"] = {
+            "to_disconnect_p50_ms": round(percentile(to_disconnect, 50), 2),
+            "to_disconnect_p99_ms": round(percentile(to_disconnect, 99), 2),
+            "to_disconnect_max_ms": round(max(to_disconnect), 2),
+            "to_record_p50_ms": round(percentile(to_record, 50), 2),
+            "to_record_p99_ms": round(percentile(to_record, 99), 2),
+            "not_interrupted": sum(status != "interrupted" for _, _, status in trials),
+            "baseline_server_busy_p50_ms": round(percentile(baseline, 50), 1),
+            "runs": {"nbagent": n, "baseline": baseline_n},
+        }
+    return {
+        "modes": modes,
+        "targets_met": all(
+            m["to_disconnect_p99_ms"] <= 100 and m["to_record_p99_ms"] <= 100 and m["not_interrupted"] == 0
+            for m in modes.values()
+        ),
+    }
+
+
+def phases_part(n: int, baseline_n: int, workers: int, seed: int) -> dict[str, Any]:
+    base = trials("baseline", baseline_n, workers=baseline_n * len(PHASES), seed=seed)
+    ours = trials("nbagent", n, workers=workers, seed=seed + 1)
     phases: dict[str, dict[str, Any]] = {}
     for phase in PHASES:
         b = [ms for ms, _ in base[phase]]
@@ -192,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     all_base = [ms for phase in PHASES for ms, _ in base[phase]]
     all_ours = [ms for phase in PHASES for ms, _ in ours[phase]]
-    summary = {
+    return {
         "baseline_p50_ms": round(percentile(all_base, 50), 1),
         "nbagent_p50_ms": round(percentile(all_ours, 50), 2),
         "nbagent_p99_ms": round(percentile(all_ours, 99), 2),
@@ -201,11 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         and all(p["nbagent_not_interrupted"] == 0 for p in phases.values())
         and percentile(all_base, 50) / percentile(all_ours, 50) >= 10,
         "phases": phases,
-        "seconds": round(time.perf_counter() - started, 1),
     }
-    if args.json:
-        print(json.dumps(summary, indent=2))
-        return 0
+
+
+def print_phases(summary: dict[str, Any], n: int, baseline_n: int) -> None:
+    phases = summary["phases"]
     print(f"Stop latency, interrupt -> end of run ({n} nbagent / {baseline_n} baseline runs per phase)")
     print(f"{'phase':<14}{'smolagents p50':>16}{'nbagent p50':>14}{'nbagent p99':>14}{'ratio':>9}")
     for phase, p in phases.items():
@@ -222,6 +302,64 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: {not_interrupted} nbagent runs did not end 'interrupted'")
     verdict = "met" if summary["targets_met"] else "MISSED"
     print(f"targets (p99 <= 100 ms in every phase, ratio >= 10): {verdict}")
+
+
+def print_disconnect(summary: dict[str, Any]) -> None:
+    print("Stop on OpenAIServerModel, a real local server: Stop -> server sees the client go / -> record")
+    header = ("mode", "disc. p50", "disc. p99", "record p50", "record p99", "smolagents")
+    print(f"{header[0]:<15}{header[1]:>11}{header[2]:>11}{header[3]:>12}{header[4]:>12}{header[5]:>13}")
+    for mode, m in summary["modes"].items():
+        print(
+            f"{mode:<15}{m['to_disconnect_p50_ms']:>8.1f} ms{m['to_disconnect_p99_ms']:>8.1f} ms"
+            f"{m['to_record_p50_ms']:>9.1f} ms{m['to_record_p99_ms']:>9.1f} ms"
+            f"{m['baseline_server_busy_p50_ms']:>10.0f} ms"
+        )
+    print("(smolagents: agent.interrupt() -> the server is done with a 2 s reply: it generates to the end)")
+    bad = sum(m["not_interrupted"] for m in summary["modes"].values())
+    if bad:
+        print(f"WARNING: {bad} nbagent runs did not end 'interrupted'")
+    print(f"target (p99 <= 100 ms, disconnect and record): {'met' if summary['targets_met'] else 'MISSED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer runs (under a minute)")
+    parser.add_argument("--part", choices=["phases", "disconnect", "all"], default="all")
+    parser.add_argument("--n", type=int, help="nbagent runs per phase or mode (default 40, quick 10)")
+    parser.add_argument(
+        "--baseline-n", type=int, help="baseline runs per phase or mode (default 10, quick 3)"
+    )
+    parser.add_argument("--workers", type=int, default=6, help="nbagent runs at a time in phases (default 6)")
+    parser.add_argument("--seed", type=int, default=4)
+    args = parser.parse_args(argv)
+    n = args.n or (10 if args.quick else 40)
+    baseline_n = args.baseline_n or (3 if args.quick else 10)
+    nbagent.configure(display=False)
+
+    started = time.perf_counter()
+    # Warm-up: the first run of a process pays one-time imports on the runner's thread as it ends
+    # (pricing it with the cost extra), which is not what a Stop costs.
+    warm = ToolCallingAgent(
+        tools=[], model=fakes.ScriptedSmolModel([fakes.answer("42")]), logger=silent_logger()
+    )
+    nbagent.run(warm, "warm up", display=False)
+    summary: dict[str, Any] = {}
+    if args.part in ("phases", "all"):
+        summary["phases"] = phases_part(n, baseline_n, args.workers, args.seed)
+    if args.part in ("disconnect", "all"):
+        summary["disconnect"] = disconnect_part(n, baseline_n, args.seed + 2)
+    summary["targets_met"] = all(part["targets_met"] for part in summary.values())
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    if "phases" in summary:
+        print_phases(summary["phases"], n, baseline_n)
+    if "disconnect" in summary:
+        if "phases" in summary:
+            print()
+        print_disconnect(summary["disconnect"])
     print(f"({summary['seconds']} s)")
     return 0
 

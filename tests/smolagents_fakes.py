@@ -33,8 +33,6 @@ from smolagents.models import (
 )
 from smolagents.monitoring import TokenUsage
 
-_ids = itertools.count(1)
-
 
 @dataclass(frozen=True)
 class Turn:
@@ -95,6 +93,8 @@ class ScriptedSmolModel(Model):
         self.calls_finished = 0
         self.prompts: list[str] = []
         """The text of every prompt the model was sent, one string per call."""
+        self._ids = itertools.count(1)
+        """Tool call ids, per model: two models on the same script give the same ids."""
 
     # -- test helpers ------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ class ScriptedSmolModel(Model):
             tool_calls=[
                 ChatMessageToolCall(
                     function=ChatMessageToolCallFunction(name=name, arguments=arguments),
-                    id=f"call_{next(_ids)}",
+                    id=f"call_{next(self._ids)}",
                     type="function",
                 )
                 for name, arguments in turn.tool_calls
@@ -196,7 +196,7 @@ class StreamingScriptedSmolModel(ScriptedSmolModel):
                 deltas = [
                     ChatMessageToolCallStreamDelta(
                         index=i,
-                        id=f"call_{next(_ids)}",
+                        id=f"call_{next(self._ids)}",
                         type="function",
                         function=ChatMessageToolCallFunction(name=name, arguments=json.dumps(arguments)),
                     )

@@ -64,3 +64,35 @@ def test_stop_button_stops_a_smolagents_run_mid_model_call(tmp_path) -> None:
             "print(record2.status, record2.output, tool.calls_started)"
         ).stdout.split()
         assert out == ["success", "sunny", "1"]  # the abandoned reply never ran its code
+
+
+STREAMING_SETUP = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import nbagent
+from smolagents import CodeAgent
+from smolagents_fakes import StreamingScriptedSmolModel, SlowTool, code
+
+def streaming_agent():
+    turns = [code("print(lookup('paris'))"), code("final_answer('sunny')")]
+    model = StreamingScriptedSmolModel(turns, delay_s=0.6, chunks=6)  # long enough for rich to refresh
+    return CodeAgent(tools=[SlowTool()], model=model, stream_outputs=True)
+"""
+
+
+def _rich_output_widgets(kernel: KernelDriver) -> list[str]:
+    return [m for m, state in kernel.widgets.states.items() if state.get("_model_name") == "OutputModel"]
+
+
+def test_a_streaming_smolagents_run_puts_nothing_of_smolagents_on_the_page(tmp_path) -> None:
+    with KernelDriver.start(cwd=str(tmp_path)) as kernel:
+        kernel.execute(STREAMING_SETUP)
+        out = kernel.execute("record = await nbagent.start(streaming_agent(), 'W?')\nprint(record.status)")
+        assert out.stdout.split() == ["success"]
+        # rich draws smolagents' streaming panel in an ipywidgets Output; under nbagent there is none
+        assert _rich_output_widgets(kernel) == []
+        assert not any("New run" in json.dumps(r.content, default=str) for r in kernel.received)
+
+        # The same agent run by plain smolagents in the same kernel does draw it: the check above is real.
+        kernel.execute("streaming_agent().run('Weather?')")
+        assert _rich_output_widgets(kernel) != []

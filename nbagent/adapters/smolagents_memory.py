@@ -4,7 +4,9 @@
 ``RunRecord``s, one per task (a ``reset=False`` run adds a task to the same memory), so existing
 runs can go into the same frames as nbagent's own. smolagents keeps less than nbagent records: tool
 calls carry their step's times and the step's observations, and a run that raised leaves no end
-state, so such a run is ``"error"`` ("ended without a final answer").
+state, so such a run is ``"error"`` ("ended without a final answer"). A record's ``output`` is what
+``agent.run`` returned (see ``_final_output`` for how a ToolCallingAgent's answer is recovered),
+also for a run that hit max steps.
 
 Token usage: smolagents reports ``TokenUsage(0, 0)`` when the model reported nothing (planning
 steps and streamed steps add up whatever the deltas carried), so 0 in and 0 out is read as unknown.
@@ -190,8 +192,9 @@ def _set_end_state(record: RunRecord, agent: Any, last: Any, last_task: bool) ->
         actions = sum(1 for s in record.steps if s.kind in ("action", "final")) - 1
         record.status, record.error_type = "max_steps", "MaxStepsReached"
         record.error = f"MaxStepsReached: no final answer after {actions} steps"
+        record.output = _as_run_returns(last.action_output)
     elif isinstance(last, ActionStep) and last.is_final_answer:
-        record.status, record.output = "success", _final_output(last)
+        record.status, record.output = "success", _final_output(agent, last)
     elif record.steps[-1].interrupted or (last_task and getattr(agent, "interrupt_switch", False)):
         record.status, record.error, record.error_type = (
             "interrupted",
@@ -203,12 +206,62 @@ def _set_end_state(record: RunRecord, agent: Any, last: Any, last_task: bool) ->
         record.error = record.steps[-1].error or "the run ended without a final answer"
 
 
-def _final_output(step: Any) -> Any:
-    """A final step's answer: a CodeAgent keeps it; a ToolCallingAgent keeps the final_answer call."""
+def _as_run_returns(answer: Any) -> Any:
+    """The answer as ``agent.run`` returns it (text as ``AgentText``, an image as ``AgentImage``)."""
+    from smolagents.agent_types import handle_agent_output_types
+
+    return handle_agent_output_types(answer)
+
+
+_STORED = {"Stored 'image.png' in memory.": "image.png", "Stored 'audio.mp3' in memory.": "audio.mp3"}
+"""What a ToolCallingAgent observes when a tool returns an image or audio: it keeps it in its state."""
+
+
+def _final_output(agent: Any, step: Any) -> Any:
+    """A final step's answer, as ``agent.run`` returned it.
+
+    A CodeAgent keeps it (``action_output``). A ToolCallingAgent keeps only the ``final_answer``
+    call and its observation (the result as text): smolagents' own ``FinalAnswerTool`` returns its
+    ``answer`` argument (a name in the agent's state stands for that value, as in the run); an
+    image or audio result is the one smolagents stored in the agent's state; any other result of a
+    custom ``final_answer`` tool is read back from its text by the tool's ``output_type`` (text
+    stays text, numbers, lists and dicts are parsed back), as the text is all smolagents kept.
+    """
     if step.action_output is not None:
-        return step.action_output
-    for call in step.tool_calls or ():
-        if call.name == "final_answer":
-            arguments = call.arguments
-            return arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
-    return None
+        return _as_run_returns(step.action_output)
+    call = next((c for c in step.tool_calls or () if c.name == "final_answer"), None)
+    if call is None:
+        return None
+    state = getattr(agent, "state", {}) or {}
+    tool = getattr(agent, "tools", {}).get("final_answer")
+    if _is_plain_final_answer_tool(tool):
+        arguments = call.arguments
+        answer = arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
+        if isinstance(answer, str) and answer in state:
+            answer = state[answer]
+        return _as_run_returns(answer)
+    observation = step.observations
+    if observation in _STORED and _STORED[observation] in state:
+        return _as_run_returns(state[_STORED[observation]])
+    return _read_back(observation, getattr(tool, "output_type", None))
+
+
+def _is_plain_final_answer_tool(tool: Any) -> bool:
+    from smolagents.default_tools import FinalAnswerTool
+
+    return tool is None or (
+        isinstance(tool, FinalAnswerTool)
+        and type(tool).forward is FinalAnswerTool.forward
+        and set(getattr(tool, "inputs", {})) == {"answer"}
+    )
+
+
+def _read_back(text: Any, output_type: str | None) -> Any:
+    import ast
+
+    if isinstance(text, str) and output_type not in (None, "string", "any"):
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return _as_run_returns(text)

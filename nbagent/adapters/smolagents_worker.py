@@ -1,0 +1,309 @@
+"""The thread that runs one smolagents run: the real ``agent.run(task, stream=True)``, unwrapped.
+
+The worker iterates smolagents' stream and posts what it yields to the runner's loop, in order,
+with the time each item arrived. It adds three kinds of items of its own: ``StepStarting`` just
+before smolagents starts work that opens a step (so a slow model call shows as a running step),
+``Nested`` for a tool or managed agent that a ``CodeAgent``'s code calls (smolagents reports
+nothing for those), and ``MaxStepsFinal`` for the ``ActionStep`` smolagents yields twice at max
+steps (#1816). ``Done`` ends every run.
+
+Tools called from code. smolagents hands a ``LocalPythonExecutor`` the agent's tools in every
+``run()`` (``send_tools``); after that call the worker replaces the executor's tools with
+``CodeTool``s, which the executor owns until smolagents rebuilds them next run. A ``CodeTool``
+looks up the agent's nbagent run *when it is called* (a function the code defined keeps it across
+runs): during a run it reports the call and runs the tool with the run's context (its cancel scope
+for ``check_interrupt()``); after a Stop it refuses to run; with no nbagent run it just calls the
+tool. In code, ``isinstance(tool, Tool)`` still holds.
+
+A Stop (``StopSwitch``, see ``smolagents_stop``) raises ``RunStopped`` in the worker. The stream is
+then let run to its end, never closed mid-step (smolagents #2703): smolagents' own ``finally``
+yields the cut ``ActionStep`` into memory, and the worker marks it interrupted so a continued run
+tells the model.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import itertools
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..cancel import CancelScope, current_scope
+from ..errors import describe
+from .smolagents_console import RunConsole
+from .smolagents_memory import interrupted_step_error
+from .smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarting:
+    """smolagents is about to start a step (planning, action, or the max-steps final answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """A tool or managed agent called from a CodeAgent's code started (``"started"``) or ended."""
+
+    key: str
+    tool: str
+    status: str
+    value: Any
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxStepsFinal:
+    """The duplicated ActionStep of max steps (#1816), replaced by the memory step of the final answer."""
+
+    step: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    error: BaseException | None
+
+
+Entry = tuple[float, float, Any]
+"""``(perf_counter, time.time(), item)`` read together on the worker as the item arrived."""
+
+_workers: weakref.WeakKeyDictionary[Any, Worker] = weakref.WeakKeyDictionary()
+_workers_lock = threading.Lock()
+
+
+def latest_worker(agent: Any) -> Worker | None:
+    """The worker of the agent's latest nbagent run (finished or not)."""
+    with _workers_lock:
+        return _workers.get(agent)
+
+
+def _live_worker(agent: Any) -> Worker | None:
+    worker = latest_worker(agent)
+    return worker if worker is not None and not worker.finished.done() else None
+
+
+class Worker:
+    """Runs one smolagents run on a daemon thread and posts everything it yields, in order.
+
+    Args:
+        agent: the smolagents agent.
+        task, reset, run_options: what ``agent.run`` gets (``run_options``: images, additional_args,
+            max_steps).
+        post: hands an ``Entry`` to the runner's loop (thread-safe).
+        console: the run's console handling.
+        run_id, scope: the nbagent run.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        task: str,
+        reset: bool,
+        run_options: dict[str, Any],
+        post: Callable[[Entry], None],
+        console: RunConsole,
+        run_id: str,
+        scope: CancelScope,
+    ) -> None:
+        self.agent: Any = agent
+        self.task = task
+        self.reset = reset
+        self.run_options = run_options
+        self.console = console
+        self.run_id = run_id
+        self.scope = scope
+        self.switch = StopSwitch(agent_tree(agent))
+        self._post_entry = post
+        self._after_step = False
+        self._keys = itertools.count(1)
+        self.finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.finished.set_running_or_notify_cancel()  # a waiter's cancel must not complete it
+        self.phase = "starting"
+        """What the worker is doing, for the message when a run waits on it too long."""
+        with _workers_lock:
+            _workers[agent] = self
+
+    def start(self) -> None:
+        context = contextvars.copy_context()  # the run's cancel scope, for check_interrupt() in tools
+        threading.Thread(
+            target=context.run, args=(self._work,), name="nbagent-smolagents-worker", daemon=True
+        ).start()
+
+    def stop_now(self) -> None:
+        """Stop the run at once (any thread); the worker unwinds on its own."""
+        self.switch.stop()
+
+    def stop_after_step(self) -> None:
+        """smolagents' own interrupt: the step in progress finishes, then the run stops."""
+        self._after_step = True
+        agent = self.agent
+        if agent is not None:
+            agent.interrupt()
+
+    def post(self, item: Any) -> None:
+        if not self.switch.stopped:  # after a Stop nobody listens
+            self._post_entry((time.perf_counter(), time.time(), item))
+
+    # -- on the worker thread ---------------------------------------------------------------
+
+    def _work(self) -> None:
+        error: BaseException | None = None
+        try:
+            try:
+                self.console.open()
+                self.switch.enter()
+                self.phase = "running"
+                self._run()
+            finally:
+                self.switch.seal()
+        except BaseException as exc:  # handed to drive(), which decides what it means
+            error = exc
+        try:
+            self.phase = "closing"
+            self.console.close()
+        finally:
+            self.phase = "finished"
+            # The registry maps agent -> worker weakly; a worker that kept its agent would keep it alive.
+            self.agent = None
+            self.finished.set_result(None)
+            self.post(Done(error))
+
+    def _run(self) -> None:
+        from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep
+
+        agent = self.agent
+        stream = agent.run(self.task, stream=True, reset=self.reset, **self.run_options)
+        step_ahead, last_action = True, None
+        try:
+            if self._after_step:
+                agent.interrupt()  # run() has just cleared the switch
+            self._hand_tools_to_code(agent)
+            while True:
+                if step_ahead and not agent.interrupt_switch:
+                    self.post(StepStarting())
+                try:
+                    item = next(stream)
+                except StopIteration:
+                    return
+                if self.switch.stopped:
+                    self._unwind(stream, item)
+                    raise RunStopped()
+                if isinstance(item, ActionStep):
+                    if item is last_action:
+                        item, step_ahead = MaxStepsFinal(agent.memory.steps[-1]), False
+                    else:
+                        last_action, step_ahead = item, not item.is_final_answer
+                elif isinstance(item, PlanningStep):
+                    step_ahead = True
+                elif isinstance(item, FinalAnswerStep) or step_ahead:
+                    step_ahead = False
+                if step_ahead:
+                    self.console.drop_captured()  # a step ended
+                self.post(item)
+        except RunStopped:
+            if stream.gi_frame is not None and not stream.gi_running:
+                self._unwind(stream, None)
+            raise
+
+    def _unwind(self, stream: Any, item: Any) -> None:
+        """After the Stop's exception: let smolagents' ``finally`` blocks run to the end of the stream.
+
+        ``item`` is what the stream yielded after the exception went off inside it; ``None`` when
+        it went off here, between two items, and must be thrown in where the stream waits.
+        """
+        from smolagents.memory import ActionStep
+
+        self.phase = "stopping"
+        cut = None
+        try:
+            if item is None:
+                item = stream.throw(RunStopped())
+            for _ in range(100):  # after the exception smolagents only unwinds: two items at most
+                if isinstance(item, ActionStep):
+                    cut = item
+                item = next(stream)
+        except BaseException:
+            pass  # the end of the stream: the Stop's exception, or one smolagents raised unwinding
+        if cut is not None and cut.error is None and not cut.is_final_answer:
+            cut.error = interrupted_step_error()
+
+    # -- code calling tools -------------------------------------------------------------------
+
+    def _hand_tools_to_code(self, agent: Any) -> None:
+        from smolagents.local_python_executor import LocalPythonExecutor
+
+        executor = getattr(agent, "python_executor", None)
+        if not isinstance(executor, LocalPythonExecutor) or not executor.static_tools:
+            return
+        callables = {**agent.tools, **agent.managed_agents}
+        agent_ref = weakref.ref(agent)
+        executor.static_tools = {
+            name: CodeTool(value, agent_ref, "agent" if name in agent.managed_agents else "tool")
+            if name != "final_answer" and callables.get(name) is value
+            else value
+            for name, value in executor.static_tools.items()
+        }
+
+    def call_from_code(self, target: Any, what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a tool or managed agent that the run's code calls, and report the call."""
+        if self.switch.stopped:
+            raise RunStopped()
+        key = f"{what}-{next(self._keys)}"
+        name = getattr(target, "name", what)
+        self.post(Nested(key, name, "started", _arguments(target, args, kwargs), None))
+        context = contextvars.copy_context()
+        context.run(current_scope.set, self.scope)
+        context.run(current_switch.set, self.switch)
+        try:
+            with self.console.quiet_call():
+                result = context.run(target, *args, **kwargs)
+        except RunStopped:
+            raise
+        except BaseException as exc:
+            self.post(Nested(key, name, "error", None, describe(exc)))
+            raise
+        self.post(Nested(key, name, "ok", result, None))
+        return result
+
+
+class CodeTool:
+    """A tool or managed agent as a ``CodeAgent``'s code sees it; see the module docstring."""
+
+    __slots__ = ("__weakref__", "_agent", "_target", "_what")
+
+    def __init__(self, target: Any, agent: weakref.ref[Any], what: str) -> None:
+        self._target = target
+        self._agent = agent
+        self._what = what
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(tool, Tool) holds in code, as without nbagent
+        return type(self._target)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+    def __repr__(self) -> str:
+        return repr(self._target)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        agent = self._agent()
+        worker = _live_worker(agent) if agent is not None else None
+        if worker is None:
+            return self._target(*args, **kwargs)
+        return worker.call_from_code(self._target, self._what, args, kwargs)
+
+
+def _arguments(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call from code, by name where the tool's inputs tell the names."""
+    named = {k: v for k, v in kwargs.items() if k != "sanitize_inputs_outputs"}
+    if len(args) == 1 and not named and isinstance(args[0], dict):
+        return dict(args[0])  # smolagents also accepts the arguments as one dict
+    names = list(getattr(target, "inputs", None) or ())
+    for index, value in enumerate(args):
+        named[names[index] if index < len(names) else f"arg{index}"] = value
+    return named
