@@ -23,6 +23,15 @@ from .tools import Tool, ToolAbandoned, tool
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 
+MODEL_GRACE_S = 0.02
+"""How long a cancelled model stream gets to end before it is abandoned."""
+
+
+class _Reading:
+    """Shared by a model turn and the task reading its stream: set once the turn gave up on it."""
+
+    abandoned = False
+
 
 def _check_max_steps(max_steps: Any) -> None:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
@@ -72,11 +81,13 @@ class Agent:
         self.name = name or "Agent"
         self.memory: list[Message] = []
         self._turn: asyncio.Lock | None = None
+        self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._turn_holder: str | None = None
 
     @property
     def model_name(self) -> str:
-        return getattr(self.model, "name", type(self.model).__name__)
+        name = getattr(self.model, "name", None)
+        return name if isinstance(name, str) and name else type(self.model).__name__
 
     def reset(self) -> None:
         """Forget past runs."""
@@ -96,8 +107,9 @@ class Agent:
         """
         if max_steps is not None:
             _check_max_steps(max_steps)
-        if self._turn is None:
-            self._turn = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._turn is None or self._turn_loop is not loop:  # a lock serves one loop only
+            self._turn, self._turn_loop = asyncio.Lock(), loop
         queued = self._turn.locked()
         if queued:
             ctx.queued(self._turn_holder)
@@ -128,27 +140,31 @@ class Agent:
         raise MaxStepsReached(f"no final answer after {max_steps} steps")
 
     async def _model_turn(self, ctx: RunContext) -> tuple[str, list[ToolCall]]:
+        """Stream one reply. The stream is read by a task of its own, so a model that swallows its
+        cancel (a bare ``except`` in its retry loop) is abandoned after ``MODEL_GRACE_S`` like a
+        stubborn tool, and whatever it yields later is dropped."""
         pieces: list[str] = []
         calls: list[ToolCall] = []
-        specs = [t.spec for t in self.tools.values()]
+        reading = _Reading()
+        reader = asyncio.ensure_future(self._read_reply(ctx, pieces, calls, reading))
         try:
-            async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
-                async for part in parts:
-                    if isinstance(part, ModelText):
-                        pieces.append(part.text)
-                        ctx.text(part.text)
-                    elif isinstance(part, ToolCall):
-                        calls.append(part)
-                    elif isinstance(part, ModelUsage):
-                        ctx.usage(part.input_tokens, part.output_tokens, part.source)
-                    elif isinstance(part, ModelRetry):
-                        ctx.retrying(part.attempt, part.delay_s, part.reason)
-        except BaseException as exc:
-            if pieces:  # keep what the model said, so a continued run knows where it stopped
-                cut = "interrupted" if isinstance(exc, asyncio.CancelledError) else "cut short by an error"
-                self.memory.append({"role": "assistant", "content": "".join(pieces) + f" [{cut}]"})
-            if isinstance(exc, (asyncio.CancelledError, AgentError)) or not isinstance(exc, Exception):
-                raise
+            await asyncio.wait({reader})
+        except asyncio.CancelledError:
+            reader.cancel()
+            done, _ = await asyncio.wait({reader}, timeout=MODEL_GRACE_S)
+            reading.abandoned = True
+            if done and not reader.cancelled():
+                reader.exception()  # retrieved: what it raised while stopping is not news
+            self._keep_cut_text(pieces, "interrupted")
+            raise
+        if reader.cancelled():
+            self._keep_cut_text(pieces, "cut short by an error")
+            raise ModelError(f"{self.model_name}: the reply was cancelled inside the model, not by a Stop")
+        exc = reader.exception()
+        if exc is not None:
+            self._keep_cut_text(pieces, "cut short by an error")
+            if isinstance(exc, AgentError):
+                raise exc
             raise ModelError(f"{self.model_name}: {describe(exc)}") from exc
         text = "".join(pieces)
         message: Message = {"role": "assistant", "content": text}
@@ -166,6 +182,34 @@ class Agent:
             ]
         self.memory.append(message)
         return text, calls
+
+    async def _read_reply(
+        self, ctx: RunContext, pieces: list[str], calls: list[ToolCall], reading: _Reading
+    ) -> None:
+        specs = [t.spec for t in self.tools.values()]
+        try:
+            async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
+                async for part in parts:
+                    if reading.abandoned:
+                        return  # the run has moved on: nothing late reaches its record
+                    if isinstance(part, ModelText):
+                        pieces.append(part.text)
+                        ctx.text(part.text)
+                    elif isinstance(part, ToolCall):
+                        calls.append(part)
+                    elif isinstance(part, ModelUsage):
+                        ctx.usage(part.input_tokens, part.output_tokens, part.source)
+                    elif isinstance(part, ModelRetry):
+                        ctx.retrying(part.attempt, part.delay_s, part.reason)
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # SystemExit and the like must not leave a task: they end the loop
+            raise ModelError(f"{self.model_name}: {describe(exc)}") from None
+
+    def _keep_cut_text(self, pieces: list[str], cut: str) -> None:
+        """Keep what the model said before it was cut, so a continued run knows where it stopped."""
+        if pieces:
+            self.memory.append({"role": "assistant", "content": "".join(pieces) + f" [{cut}]"})
 
     async def _run_tools(self, ctx: RunContext, calls: list[ToolCall]) -> None:
         answered: set[str] = set()
@@ -213,9 +257,16 @@ class Agent:
         except ToolAbandoned:
             ctx.tool_finished(call.id, "abandoned", error="did not stop when interrupted; abandoned")
             raise asyncio.CancelledError() from None
-        except (asyncio.CancelledError, AgentInterrupted):
+        except AgentInterrupted as exc:
+            if not ctx.scope.interrupted:  # e.g. raise_for_status() on another run: not our Stop
+                error = describe(exc)
+                ctx.tool_finished(call.id, "error", error=error)
+                return f"Error calling {call.name}: {error}"
             ctx.tool_finished(call.id, "cancelled", error="interrupted")
             raise asyncio.CancelledError() from None
+        except asyncio.CancelledError:
+            ctx.tool_finished(call.id, "cancelled", error="interrupted")
+            raise
         except Exception as exc:
             error = describe(exc)
             ctx.tool_finished(call.id, "error", error=error)

@@ -88,11 +88,11 @@ class CancelScope:
             self._now.set()
             loop, task = self._loop, self._task
             children = list(self._children)
+        for child in children:  # first, so a child learns why before its awaiting tool is cancelled
+            child.interrupt("now", reason="parent")
         if loop is not None and task is not None:
             with contextlib.suppress(RuntimeError):  # a closing loop: the run is ending anyway
                 loop.call_soon_threadsafe(task.cancel)
-        for child in children:
-            child.interrupt("now", reason="parent")
         return True
 
     def adopt(self, child: CancelScope) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +57,18 @@ def configure(
     if quiet_smolagents is not UNCHANGED:
         settings.quiet_smolagents = quiet_smolagents
     if history_limit is not UNCHANGED:
-        if history_limit is not None and (not isinstance(history_limit, int) or history_limit < 0):
-            raise ValueError(f"history_limit must be a non-negative int or None, not {history_limit!r}")
+        if history_limit is not None:
+            try:
+                if isinstance(history_limit, bool):
+                    raise TypeError
+                history_limit = operator.index(history_limit)
+            except TypeError:
+                raise ValueError(f"history_limit must be an int or None, not {history_limit!r}") from None
+            if history_limit < 1:
+                raise ValueError(
+                    f"history_limit must be at least 1 (nbagent.history.last() returns the latest run), "
+                    f"not {history_limit}"
+                )
         settings.history_limit = history_limit
         from .history import trim
 

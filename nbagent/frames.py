@@ -153,7 +153,9 @@ def json_text(value: Any) -> str | None:
         return clean(value)
     try:
         return clean(_JSON.encode(value))
-    except Exception:  # a key JSON cannot hold, a cycle, an int past the int-to-str limit...
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a key JSON cannot hold, a cycle, an int past the limit, a raising repr...
         return safe_text(value)
 
 

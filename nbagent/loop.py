@@ -5,9 +5,13 @@ asyncio re-raises ``SystemExit`` and ``KeyboardInterrupt`` from any task or call
 ``run_forever``; the runner converts those into records where it can (tools, models, sinks), and
 the loop thread goes back into ``run_forever`` if one escapes anyway, so the other runs go on.
 
-If the thread ends all the same (``loop.stop()`` from a misbehaving callback, an interpreter
-shutting down), every run still registered as live is ended with an ``"error"`` record that says
-so, through ``on_loop_death``, and the next ``get()`` starts a fresh loop on a fresh thread.
+If the loop stops all the same (``loop.stop()`` from a misbehaving callback), it is retired at
+once, so the next ``get()`` starts a fresh loop on a fresh thread; then every run of the old loop
+is ended with an ``"error"`` record that says so (``on_loop_death``), the old loop's tasks are
+cancelled and run to their ends on their own thread (so an agent's ``finally`` blocks run where
+they belong, and its turn lock is released), and the old loop is closed. A run submitted to the
+old loop in that window fails to submit (the runner retries on the fresh loop) or is ended by the
+second ``on_loop_death`` call after the close.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ class LoopThread:
     _lock = threading.Lock()
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
-    on_loop_death: Callable[[str], None] | None = None
+    on_loop_death: Callable[[asyncio.AbstractEventLoop, str], None] | None = None
     """Set by the runner: ends the live runs of a loop that stopped for good."""
     on_start: Callable[[], None] | None = None
     """Set by the runner: called once per new loop, off the loop (to warm up slow imports)."""
@@ -68,12 +72,36 @@ class LoopThread:
         finally:
             with cls._lock:
                 if cls._loop is loop:
-                    cls._loop = None
-            if cls.on_loop_death is not None:
-                try:
-                    cls.on_loop_death(reason)
-                except Exception:
-                    logger.exception("nbagent: could not end the runs of a stopped event loop")
+                    cls._loop = None  # retired: the next get() starts a fresh loop
+            cls._end_runs(loop, reason)
+            _unwind(loop)
+            cls._end_runs(loop, reason)  # runs submitted while it was unwinding
+
+    @classmethod
+    def _end_runs(cls, loop: asyncio.AbstractEventLoop, reason: str) -> None:
+        if cls.on_loop_death is not None:
+            try:
+                cls.on_loop_death(loop, reason)
+            except Exception:
+                logger.exception("nbagent: could not end the runs of a stopped event loop")
+
+
+UNWIND_TIMEOUT_S = 5.0
+"""How long a retired loop's cancelled tasks get to run their ``finally`` blocks."""
+
+
+def _unwind(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the retired loop's tasks, let them unwind on this thread, and close the loop."""
+    try:
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=UNWIND_TIMEOUT_S))
+    except BaseException:
+        logger.exception("nbagent: a retired event loop did not unwind cleanly")
+    finally:
+        loop.close()
 
 
 def runner_loop() -> asyncio.AbstractEventLoop:

@@ -173,7 +173,7 @@ class RunRecord:
         tokens = "?" if self.total_tokens is None else str(self.total_tokens)
         duration = "?" if self.duration_s is None else f"{self.duration_s:.2f}s"
         return (
-            f"<RunRecord {self.run_id} {self.status} {self.agent}/{self.model} "
+            f"<RunRecord {self.run_id} {self.status} {shorten(self.agent, 40)}/{shorten(self.model, 40)} "
             f"steps={len(self.steps)} tokens={tokens} {duration} task={shorten(self.task, 40)!r}>"
         )
 
@@ -262,8 +262,8 @@ class Recorder:
         self._record = RunRecord(
             run_id=e.run_id,
             task=clean(e.task),
-            agent=clean(e.agent),
-            model=clean(e.model),
+            agent=safe_text(e.agent),
+            model=safe_text(e.model),
             started_at=e.started_at,
             parent_run_id=e.parent_run_id,
             continues_run_id=e.continues_run_id,
@@ -356,6 +356,8 @@ class Recorder:
                 step.interrupted = e.status == "interrupted"
                 if e.status == "error":
                     step.error = _clean(e.error)
+        if record.queued_after is not None:  # ended while still waiting for its turn
+            self._dequeued(e.t)
         record.ended_at, record.duration_s = self._at(e.t)
         record.status, record.output, record.error = e.status, clean_value(e.output), _clean(e.error)
         record.error_type, record.cost_usd = e.error_type, e.cost_usd

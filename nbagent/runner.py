@@ -99,10 +99,10 @@ class Run:
         _check_options(self.source, self.options)
         self.run_id = uuid.uuid4().hex[:16]
         self.scope = CancelScope(self.run_id)
-        parent = current_scope.get()
-        self.parent_run_id = parent.run_id if parent is not None and not parent.closed else None
-        if parent is not None and self.parent_run_id is not None:
-            parent.adopt(self.scope)
+        self._parent = current_scope.get()
+        """The scope of the run whose tool starts this one: adopted by it when this run starts."""
+        self.parent_run_id = self._parent.run_id if self._parent is not None else None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.continues_run_id = None if reset else _last_run_of(agent)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
@@ -179,13 +179,16 @@ class Run:
         pressed = False
         with blocking_wait(self):
             while True:
-                try:
-                    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    record = self._future.result(timeout=0.1 if remaining is None else min(0.1, remaining))
-                    break
-                except concurrent.futures.TimeoutError:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
+                try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
+                    try:
+                        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        record = self._future.result(
+                            timeout=0.1 if remaining is None else min(0.1, remaining)
+                        )
+                        break
+                    except concurrent.futures.TimeoutError:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
                 except KeyboardInterrupt:
                     if pressed:
                         raise KeyboardInterrupt(
@@ -243,7 +246,7 @@ class Run:
                     self.sink_errors.append(message)
                     logger.error("nbagent: %s (reported once; the run goes on)", message, exc_info=exc)
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start(self) -> None:
         self._started = True
         # Recorded here, on the caller's thread, so ``run.record`` exists as soon as start() returns.
         started = ev.RunStarted(
@@ -264,8 +267,24 @@ class Run:
         _remember_run_of(self.agent, self.run_id)
         with _live_lock:
             _live_runs.add(self)
-        asyncio.run_coroutine_threadsafe(self._main(started), loop)
+        try:
+            for attempt in (1, 2):
+                self._loop = runner_loop()
+                main = self._main(started)
+                try:
+                    asyncio.run_coroutine_threadsafe(main, self._loop)
+                    break
+                except RuntimeError:  # that loop was retired as we submitted: the next one is fresh
+                    main.close()
+                    if attempt == 2:
+                        raise
+        except BaseException:  # never submitted (a Ctrl-C right here, say): it is not live
+            with _live_lock:
+                _live_runs.discard(self)
+            raise
         self._submitted = True
+        if self._parent is not None:  # adopted only once it runs: a failed start leaves no child behind
+            self._parent.adopt(self.scope)
 
     async def _main(self, started: ev.RunStarted) -> None:
         task = asyncio.current_task()
@@ -281,8 +300,13 @@ class Run:
             self._fan_out(started)
             self.scope.bind(task)
             output = await self.source.drive(self.task, ctx, self.reset, **self.options)
-        except (asyncio.CancelledError, AgentInterrupted):
-            status = "interrupted"
+        except (asyncio.CancelledError, AgentInterrupted) as exc:
+            if self.scope.stop_after_step:  # a Stop (either mode) was asked for
+                status = "interrupted"
+            else:  # raised by the agent's own code, not by a Stop: an error, not the user's doing
+                kind = "cancelled" if isinstance(exc, asyncio.CancelledError) else "interrupted"
+                status, error_type = "error", error_kind(exc)
+                error = f"{describe(exc)} (the run was {kind} from inside, not by a Stop)"
         except MaxStepsReached as exc:
             status, error, error_type = "max_steps", describe(exc), "MaxStepsReached"
             output = exc.output
@@ -290,7 +314,14 @@ class Run:
             status, error, error_type = "error", describe(exc), error_kind(exc)
         try:
             self._finish(task, ctx, status, output, error, error_type)
-            await self._sinks_drained()
+            try:
+                await self._sinks_drained()
+            except asyncio.CancelledError:
+                # An interrupt accepted just before the end delivers its cancel here, late: the
+                # record already says "interrupted"; its rows must still be written first.
+                if hasattr(task, "uncancel"):
+                    task.uncancel()
+                await self._sinks_drained()
         finally:
             self._complete()
 
@@ -484,7 +515,7 @@ def start(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
         tags=tags, metadata=metadata, options=options,
     )  # fmt: skip
-    run._start(runner_loop())
+    run._start()
     return run
 
 
@@ -513,7 +544,7 @@ def run(
         tags=tags, metadata=metadata, options=options,
     )  # fmt: skip
     try:
-        handle._start(runner_loop())
+        handle._start()
     except KeyboardInterrupt:  # pressed while the run was being launched: it must not run on unseen
         handle.interrupt()
         if not handle._submitted:
@@ -554,9 +585,10 @@ def live_runs() -> list[Run]:
         return list(_live_runs)
 
 
-def _end_runs_of_dead_loop(reason: str) -> None:
+def _end_runs_of_dead_loop(loop: asyncio.AbstractEventLoop, reason: str) -> None:
     for live in live_runs():
-        live._end_without_loop(reason)
+        if live._loop is loop:
+            live._end_without_loop(reason)
 
 
 def _warm_up_pricing() -> None:

@@ -134,6 +134,14 @@ class WriteQueue:
             self._busy = True
         threading.Thread(target=self._serve, name="nbagent-store", daemon=True).start()
 
+    def passed(self) -> Future[None]:
+        """A future that completes once every job queued so far has run (jobs queued later, by
+        other runs, are not waited for): what one run awaits for its own rows."""
+        done: Future[None] = Future()
+        done.set_running_or_notify_cancel()
+        self.put(lambda: done.set_result(None))
+        return done
+
     def drained(self) -> Future[None]:
         done: Future[None] = Future()
         with self._lock:
@@ -226,8 +234,9 @@ class RunWriter:
         self._store._queue.put(job)
 
     def drained(self) -> Future[None]:
-        """Completes when this store has written what it was given (the runner awaits it)."""
-        return self._store._queue.drained()
+        """Completes when this run's rows are written (the runner awaits it): the writes queued
+        before now, not those other runs sharing the store queue after it."""
+        return self._store._queue.passed()
 
     def _commit(self, rows: list[Row], whole: RunRecord | None, last: bool) -> None:
         """On the store's writer thread: write ``rows``, or all of ``whole`` when behind."""

@@ -53,7 +53,10 @@ def clean_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
 
 def _placeholder(value: Any, exc: BaseException) -> str:
     kind = type(value).__name__
-    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except BaseException:
+        reason = type(exc).__name__
     return f"<unprintable {clean(kind)}: {clean(reason)[:200]}>"
 
 
@@ -66,7 +69,9 @@ def safe_text(value: Any) -> str:
         text = repr(value)
         if not isinstance(text, str):
             raise TypeError(f"__repr__ returned {type(text).__name__}")
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # even SystemExit from a __repr__ must not break a view or a store
         return _placeholder(value, exc)
     return clean(text)
 
@@ -77,8 +82,10 @@ def observation(value: Any) -> str:
     if isinstance(value, str):
         return clean(value)
     try:
-        return clean(json.dumps(value, default=str, ensure_ascii=False))
-    except Exception:
+        return clean(json.dumps(value, default=safe_text, ensure_ascii=False))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         return safe_text(value)
 
 

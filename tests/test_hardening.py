@@ -112,6 +112,10 @@ def test_if_the_loop_stops_every_live_run_ends_as_an_error_and_the_next_start_ge
         assert record.steps and record.steps[0].ended_at is not None
     record = nbagent.run(nbagent.Agent(fast_model(["fresh"])), "t")
     assert record.output == "fresh" and nbagent.runner.runner_loop() is not old
+    # The agent whose run died with the loop is not left locked: its next run works.
+    slow.model = fast_model(["alive"])
+    assert nbagent.run(slow, "again").output == "alive"
+    assert old.is_closed()
 
 
 def test_an_async_tool_that_swallows_its_cancel_is_abandoned_after_the_grace():
@@ -119,18 +123,23 @@ def test_an_async_tool_that_swallows_its_cancel_is_abandoned_after_the_grace():
 
     @nbagent.tool
     async def stubborn() -> str:
-        """Retries forever, whatever happens."""
+        """Retries until the test is over, whatever happens."""
         entered.set()
-        while True:
+        while not over.is_set():
             with contextlib.suppress(BaseException):  # swallows every cancel, as found in the field
                 await asyncio.sleep(0.01)
+        return "late"
 
-    run = nbagent.start(nbagent.Agent(fast_model([[ToolCall("stubborn")]]), tools=[stubborn]), "t")
-    assert entered.wait(20)
-    run.interrupt()
-    record = run.wait(timeout=20)
-    assert record.status == "interrupted"
-    assert record.tool_calls[0].status == "abandoned"
+    over = threading.Event()
+    try:
+        run = nbagent.start(nbagent.Agent(fast_model([[ToolCall("stubborn")]]), tools=[stubborn]), "t")
+        assert entered.wait(20)
+        run.interrupt()
+        record = run.wait(timeout=20)
+        assert record.status == "interrupted"
+        assert record.tool_calls[0].status == "abandoned"
+    finally:
+        over.set()  # the abandoned task ends, so later tests find the loop empty
 
 
 def test_an_async_tool_cancelled_by_someone_else_is_a_tool_error_not_a_stop():
@@ -182,7 +191,9 @@ def test_a_second_ctrl_c_while_the_run_is_still_stopping_raises_at_once():
     threading.Thread(target=press_twice, daemon=True).start()
     with pytest.raises(KeyboardInterrupt) as pressed:
         run.wait()
-    assert not isinstance(pressed.value, StoppedByKeyboard) and "still stopping" in str(pressed.value)
+    # Raised at once: the run is stopping (its tool holds it) but its record is not there yet.
+    assert not isinstance(pressed.value, StoppedByKeyboard)
+    assert run.scope.interrupted and not run.done()
     release.set()
     assert run.wait(timeout=20).status == "interrupted"
 
@@ -255,7 +266,7 @@ def test_a_result_that_cannot_be_rendered_stays_ok_and_nothing_downstream_raises
 
     record = nbagent.run(nbagent.Agent(fast_model(policy), tools=[odd]), "t")
     assert record.status == "success" and record.tool_calls[0].status == "ok"
-    assert seen[0].startswith("<unprintable") or seen[0].isdigit()
+    assert "<unprintable" in seen[0]
     assert str(record) and record._repr_html_() and repr(record)
     assert len(nbagent.runs_frame([record])) == 1 and len(nbagent.tool_calls_frame([record])) == 1
 
@@ -377,3 +388,117 @@ def test_a_per_run_max_steps_overrides_the_agents():
     agent = nbagent.Agent(fast_model(lambda messages: [ToolCall("add", {"a": 1, "b": 1})]), tools=[_add])
     record = nbagent.run(agent, "t", max_steps=2)
     assert record.status == "max_steps" and len(record.steps) == 2 and record.stop_reason == "max_steps"
+
+
+def test_a_model_that_swallows_its_cancel_is_abandoned_and_its_late_text_dropped():
+    over = threading.Event()
+
+    class Stubborn(Model):
+        name = "stubborn"
+
+        def __init__(self) -> None:
+            self.entered = threading.Event()
+
+        async def stream(self, messages, tools):
+            self.entered.set()
+            while not over.is_set():
+                with contextlib.suppress(BaseException):  # a retry loop that swallows the cancel
+                    await asyncio.sleep(0.005)
+            yield ModelText("late text")
+
+    model = Stubborn()
+    try:
+        run = nbagent.start(nbagent.Agent(model), "t")
+        assert model.entered.wait(20)
+        run.interrupt()
+        record = run.wait(timeout=20)
+        assert record.status == "interrupted" and record.steps[0].model_output == ""
+    finally:
+        over.set()  # the abandoned stream ends; what it yields then reaches no record
+    wait_until(lambda: _loop_is_idle())
+    assert run.record.steps[0].model_output == ""
+
+
+def _loop_is_idle() -> bool:
+    async def count() -> int:
+        return len(asyncio.all_tasks()) - 1
+
+    return asyncio.run_coroutine_threadsafe(count(), nbagent.runner.runner_loop()).result(5) == 0
+
+
+def test_a_child_started_by_a_tool_abandoned_after_its_parent_stopped_is_stopped_and_linked():
+    stopped = threading.Event()
+    children: list[nbagent.Run] = []
+
+    @nbagent.tool
+    def late_delegate() -> str:
+        """Starts a child run after its parent was stopped."""
+        stopped.wait(20)
+        children.append(nbagent.start(nbagent.Agent(ScriptedModel(["word " * 5000], first_token_s=0)), "q"))
+        return "started"
+
+    parent = nbagent.start(
+        nbagent.Agent(fast_model([[ToolCall("late_delegate")]]), tools=[late_delegate]), "t"
+    )
+    wait_until(lambda: parent.record.tool_calls)
+    parent.interrupt()
+    assert parent.wait(timeout=20).tool_calls[0].status == "abandoned"
+    stopped.set()
+    wait_until(lambda: children)
+    child = children[0].wait(timeout=20)
+    assert child.status == "interrupted" and child.stop_reason == "parent"
+    assert child.parent_run_id == parent.run_id
+
+
+def test_an_interrupt_raised_by_user_code_without_a_stop_is_not_a_user_stop():
+    @nbagent.tool
+    def checks_another_run() -> str:
+        """Re-raises another run's interrupted record."""
+        raise nbagent.AgentInterrupted("another run was stopped")
+
+    model = fast_model([[ToolCall("checks_another_run")], "carried on"])
+    record = nbagent.run(nbagent.Agent(model, tools=[checks_another_run]), "t")
+    assert record.status == "success" and record.tool_calls[0].status == "error"
+
+    class CancelsItself(Model):
+        name = "cancels-itself"
+
+        async def stream(self, messages, tools):
+            yield ModelText("a")
+            raise asyncio.CancelledError()
+
+    record = nbagent.run(nbagent.Agent(CancelsItself()), "t")
+    assert record.status == "error" and record.stop_reason == "error"
+    assert "not by a Stop" in record.error
+
+
+def test_a_run_stopped_while_queued_counts_its_wait_as_queued_not_as_run_time():
+    agent = nbagent.Agent(ScriptedModel(["word " * 5000, "second"], first_token_s=0))
+    first = nbagent.start(agent, "first")
+    second = nbagent.start(agent, "second")
+    wait_until(lambda: second.record.queued_after == first.run_id)
+    second.interrupt()
+    record = second.wait(timeout=20)
+    first.interrupt()
+    assert record.status == "interrupted" and record.steps == []
+    assert record.queued_s > 0 and record.duration_s == 0.0
+
+
+class _ExitingRepr:
+    def __repr__(self) -> str:
+        raise SystemExit("from a repr")
+
+
+def test_a_repr_raising_a_base_exception_breaks_no_view_frame_or_store(tmp_path):
+    @nbagent.tool
+    def odd() -> object:
+        """Returns an odd value."""
+        return _ExitingRepr()
+
+    store = nbagent.RunStore(tmp_path / "runs.db")
+    model = fast_model([[ToolCall("odd")], "done"])
+    record = nbagent.run(nbagent.Agent(model, tools=[odd]), "t", store=store, metadata={"x": _ExitingRepr()})
+    assert record.status == "success"
+    assert str(record) and record._repr_html_() and len(nbagent.runs_frame([record])) == 1
+    assert store.record(record.run_id).status == "success"
+    store.close()

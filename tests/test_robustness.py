@@ -76,7 +76,7 @@ def test_a_stop_that_lands_as_a_tool_returns_stops_before_the_next_tool():
     run = nbagent.Run(
         nbagent.Agent(fast_model([calls, "done"]), tools=[record_call]), "t", sinks=[stop_after_first_tool]
     )
-    run._start(nbagent.runner.runner_loop())
+    run._start()
     record = run.wait(timeout=10)
     assert record.status == "interrupted"
     assert started == ["first"]

@@ -191,7 +191,7 @@ def test_interrupt_at_the_moment_of_the_final_answer_wins():
 
     agent = nbagent.Agent(fast_model(["the answer"]))
     run = nbagent.Run(agent, "task", sinks=[stop_on_final])
-    run._start(nbagent.runner.runner_loop())
+    run._start()
     record = run.wait(timeout=10)
     assert outcome["accepted"] is True
     assert record.status == "interrupted"

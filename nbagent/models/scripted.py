@@ -10,12 +10,12 @@ from the prompt, output tokens from what was streamed.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ModelError
+from ..text import observation
 from .base import Message, Model, ModelPart, ModelText, ModelUsage, ToolCall, ToolSpec
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -32,7 +32,7 @@ def count_tokens(messages: Sequence[Message]) -> int:
     for message in messages:
         total += 4 + len(split_tokens(str(message.get("content") or "")))
         for call in message.get("tool_calls") or ():
-            total += len(split_tokens(json.dumps(call, default=str)))
+            total += len(split_tokens(observation(call)))
     return total
 
 
@@ -106,7 +106,7 @@ class ScriptedModel(Model):
             if delay > 0:
                 await asyncio.sleep(delay)
         for call in reply.tool_calls:
-            output_tokens += 4 + len(split_tokens(json.dumps(call.arguments, default=str)))
+            output_tokens += 4 + len(split_tokens(observation(call.arguments)))
             if delay > 0:
                 await asyncio.sleep(delay)
             yield call
