@@ -40,7 +40,9 @@ class CancelScope:
 
     def __init__(self, run_id: str | None = None) -> None:
         self.run_id = run_id
-        self._lock = threading.Lock()
+        # Reentrant: a SIGINT handler (Jupyter's ■ Interrupt during ``await run``) may call
+        # ``interrupt`` on the main thread while that thread is inside ``interrupt`` already.
+        self._lock = threading.RLock()
         self._now = threading.Event()
         self._after_step = threading.Event()
         self._closed = False

@@ -98,7 +98,8 @@ class RunRecord:
     stop_reason: str | None = None
     """Why the run ended other than by finishing: ``user`` (Stop / ``interrupt()``),
     ``user_after_step``, ``parent`` (the run that started it was stopped), ``keyboard`` (Ctrl-C or
-    Jupyter's interrupt), ``max_steps``, ``error``; ``None`` for a success."""
+    Jupyter's interrupt), ``agent`` (the agent's own code stopped it, e.g. a smolagents step
+    callback calling ``agent.interrupt()``), ``max_steps``, ``error``; ``None`` for a success."""
     parent_run_id: str | None = None
     """The run whose tool started this one."""
     continues_run_id: str | None = None

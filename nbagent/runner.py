@@ -300,13 +300,16 @@ class Run:
             self._fan_out(started)
             self.scope.bind(task)
             output = await self.source.drive(self.task, ctx, self.reset, **self.options)
-        except (asyncio.CancelledError, AgentInterrupted) as exc:
+        except AgentInterrupted:
+            # A Stop, or the agent's own code stopping it (a smolagents step callback calling
+            # agent.interrupt()): ``stop_reason`` tells them apart.
+            status = "interrupted"
+        except asyncio.CancelledError as exc:
             if self.scope.stop_after_step:  # a Stop (either mode) was asked for
                 status = "interrupted"
-            else:  # raised by the agent's own code, not by a Stop: an error, not the user's doing
-                kind = "cancelled" if isinstance(exc, asyncio.CancelledError) else "interrupted"
-                status, error_type = "error", error_kind(exc)
-                error = f"{describe(exc)} (the run was {kind} from inside, not by a Stop)"
+            else:  # cancelled by the agent's own code, not by a Stop: an error, not the user's doing
+                status, error_type = "error", "CancelledError"
+                error = f"{describe(exc)} (the run was cancelled from inside, not by a Stop)"
         except MaxStepsReached as exc:
             status, error, error_type = "max_steps", describe(exc), "MaxStepsReached"
             output = exc.output
@@ -343,7 +346,7 @@ class Run:
             stop_reason = {"success": None, "max_steps": "max_steps", "error": "error"}.get(status)
             if status == "interrupted":
                 output, error, error_type = None, None, None
-                stop_reason = self.scope.stop_reason or "user"
+                stop_reason = self.scope.stop_reason or "agent"
             if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
                 task.uncancel()  # the cancel was ours and is handled; the record is the result
             # Priced before the end event, so every recorder of the run (the store's too) has the cost.
