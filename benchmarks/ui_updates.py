@@ -8,7 +8,15 @@ In a real kernel (jupyter_client, the same messages a browser gets):
   <= 100,000, so a long step is not re-sent whole on every tick;
 - 20 runs are each stopped mid-stream by a browser-style click on the Stop button; we time from
   sending the click to the view's header saying "interrupted". Target:
-  ``click_to_interrupted_p50_ms`` <= 150.
+  ``click_to_interrupted_p50_ms`` <= 150;
+- runs awaited by a cell (``record = await run``) are each stopped by Jupyter's interrupt (SIGINT,
+  as the ■ Interrupt button sends it); we time from the interrupt to the view showing the
+  interrupted record, and to the cell's error (raised once the record is complete). Target:
+  ``kernel_interrupt_await_p50_ms`` <= 500 (before nbagent handled it, the cell ended only with
+  the run);
+- runs started by a blocking ``nbagent.run`` in a cell: a Stop click cannot reach the kernel then,
+  so the view disables its buttons with a notice; we time from the view's display to the front end
+  receiving that state. Target: ``blocking_notice_p50_ms`` <= 150.
 
     python benchmarks/ui_updates.py [--quick] [--json]
 """
@@ -94,9 +102,70 @@ def click_latencies(kernel: KernelDriver, clicks: int) -> list[float]:
     return latencies
 
 
+BLOCKING_NOTICE = "this cell is blocking"
+
+
+def _view_of(kernel: KernelDriver, msg_id: str) -> str | None:
+    for r in kernel.outputs_of(msg_id):
+        if r.type == "display_data" and "application/vnd.jupyter.widget-view+json" in r.content.get(
+            "data", {}
+        ):
+            return r.content["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+    return None
+
+
+def await_interrupt_latencies(kernel: KernelDriver, runs: int) -> tuple[list[float], list[float]]:
+    """Jupyter's interrupt during ``record = await run`` -> the view shows the final, interrupted
+    record; and -> the cell's error. (The first error of a kernel also pays for IPython's first
+    traceback, a few hundred ms.)"""
+    records, cells = [], []
+    for _ in range(runs):
+        msg_id = kernel.submit("run = nbagent.start(slow, 'stop me')\nrecord = await run")
+        view = kernel.wait_for(lambda m=msg_id: _view_of(kernel, m), what="the view")
+        kernel.wait_for(lambda v=view: "Step 1" in kernel.widgets.text_under(v), what="the first step")
+        sent = time.monotonic()
+        kernel.interrupt()
+        kernel.wait_for(lambda v=view: "■ interrupted" in kernel.widgets.text_under(v), what="interrupted")
+        records.append((time.monotonic() - sent) * 1000)
+        reply = kernel.result(msg_id).reply
+        error = next(r.at for r in kernel.outputs_of(msg_id) if r.type == "error")
+        cells.append((error - sent) * 1000)
+        assert reply.get("ename") == "StoppedByKeyboard", reply
+    return records, cells
+
+
+def blocking_notice_latencies(kernel: KernelDriver, runs: int) -> list[float]:
+    """A blocking ``nbagent.run``: the view's display -> its buttons disabled with the notice."""
+    latencies = []
+    for _ in range(runs):
+        msg_id = kernel.submit("nbagent.run(slow, 'block')")
+        view = kernel.wait_for(lambda m=msg_id: _view_of(kernel, m), timeout=60, what="the view")
+        shown = next(r.at for r in kernel.outputs_of(msg_id) if r.type == "display_data")
+        parts = kernel.widgets.under(view)
+        buttons = [m for m in parts if kernel.widgets.states[m].get("_model_name") == "ButtonModel"]
+        kernel.wait_for(
+            lambda v=view, b=buttons: (
+                BLOCKING_NOTICE in kernel.widgets.text_under(v)
+                and all(kernel.widgets.states[m]["disabled"] for m in b)
+            ),
+            what="the blocking notice",
+        )
+        changes = [u for u in kernel.widgets.history if u.at >= shown and u.model_id in parts]
+        disabled = max(
+            next(u.at for u in changes if u.model_id == m and u.state.get("disabled")) for m in buttons
+        )
+        notice = next(u.at for u in changes if BLOCKING_NOTICE in str(u.state.get("value", "")))
+        latencies.append((max(disabled, notice) - shown) * 1000)
+        kernel.interrupt()
+        assert kernel.result(msg_id).reply.get("ename") == "StoppedByKeyboard"
+    return latencies
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="stream 2 s and click 20 times")
+    parser.add_argument(
+        "--quick", action="store_true", help="stream 2 s; 20 clicks, 5 interrupts of each kind"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     seconds = 2.0 if args.quick else 5.0
@@ -104,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         kernel.execute(SETUP)
         costs = stream_costs(kernel, 2000, seconds)
         latencies = click_latencies(kernel, 20)
+        to_record, interrupts = await_interrupt_latencies(kernel, 5 if args.quick else 20)
+        notices = blocking_notice_latencies(kernel, 5 if args.quick else 20)
     result = {
         "comm_msgs_per_s": round(costs["comm_msgs_per_s"], 1),
         "bytes_per_s": round(costs["bytes_per_s"]),
@@ -113,7 +184,21 @@ def main(argv: list[str] | None = None) -> int:
         "click_to_interrupted_p50_ms": round(statistics.median(latencies), 1),
         "click_to_interrupted_p95_ms": round(percentile(latencies, 95), 1),
         "clicks": len(latencies),
-        "targets": {"comm_msgs_per_s": 40, "bytes_per_s": 100_000, "click_to_interrupted_p50_ms": 150},
+        "kernel_interrupt_await_record_p50_ms": round(statistics.median(to_record), 1),
+        "kernel_interrupt_await_record_p99_ms": round(percentile(to_record, 99), 1),
+        "kernel_interrupt_await_p50_ms": round(statistics.median(interrupts), 1),
+        "kernel_interrupt_await_p99_ms": round(percentile(interrupts, 99), 1),
+        "kernel_interrupts": len(interrupts),
+        "blocking_notice_p50_ms": round(statistics.median(notices), 1),
+        "blocking_notice_p99_ms": round(percentile(notices, 99), 1),
+        "blocking_runs": len(notices),
+        "targets": {
+            "comm_msgs_per_s": 40,
+            "bytes_per_s": 100_000,
+            "click_to_interrupted_p50_ms": 150,
+            "kernel_interrupt_await_p50_ms": 500,
+            "blocking_notice_p50_ms": 150,
+        },
     }
     if args.json:
         print(json.dumps(result))
@@ -125,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Stop click -> view shows interrupted, {len(latencies)} clicks:")
     print(f"  p50 {result['click_to_interrupted_p50_ms']} ms   (target <= 150)")
     print(f"  p95 {result['click_to_interrupted_p95_ms']} ms")
+    print(f"■ Interrupt during `await run`, {len(interrupts)} runs:")
+    print(f"  -> interrupted record  p50 {result['kernel_interrupt_await_record_p50_ms']} ms", end="   ")
+    print(f"p99 {result['kernel_interrupt_await_record_p99_ms']} ms")
+    print(f"  -> the cell's error    p50 {result['kernel_interrupt_await_p50_ms']} ms", end="   ")
+    print(f"p99 {result['kernel_interrupt_await_p99_ms']} ms   (target p50 <= 500)")
+    print(f"blocking nbagent.run: view shown -> Stop disabled with the notice, {len(notices)} runs:")
+    print(f"  p50 {result['blocking_notice_p50_ms']} ms   (target <= 150)")
+    print(f"  p99 {result['blocking_notice_p99_ms']} ms")
     return 0
 
 

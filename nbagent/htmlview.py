@@ -2,12 +2,17 @@
 
 One renderer serves two callers. The live widget view (``nbagent.live``) puts ``head_html``,
 ``summary_html`` and one ``step_html`` per step into separate HTML widgets, so a tick re-sends only
-the piece that changed; ``record_html`` joins the same pieces into one page fragment for
-``RunRecord._repr_html_`` and for the final state a saved notebook keeps.
+the piece that changed; ``record_html`` joins the same pieces into one page fragment for the final
+state a saved notebook keeps, and ``record_display_html`` is what a ``RunRecord`` shows as a cell's
+result (a one-line summary when the live view of that run is already in the same cell).
 
 Every string that came from a model, a tool or the user is ``html.escape``d here and nowhere
-else, and long values are clipped for the eye (the record keeps them whole). Colours come from
-JupyterLab's CSS variables, with fallbacks that read on light and dark pages alike.
+else, after ``nbagent.text`` made it safe: rendering never raises on a value (a ``repr`` that
+fails, ``2 ** 20000``) and never emits text that is not valid UTF-8 (a lone surrogate would make
+the widget update fail in the kernel and freeze the view). Long values are clipped for the eye
+(the record keeps them whole), and only the clipped part is ever looked at, so a 10 MB task or
+tool argument costs little; ``ToolCallCache`` lets the live view format each call once.
+Colours come from JupyterLab's CSS variables, with fallbacks that read on light and dark pages.
 
 Each step has a small time bar showing where it sits in the run. Its position is CSS arithmetic
 on three custom properties: the step's own ``--nbagent-start`` and ``--nbagent-span`` (seconds),
@@ -24,7 +29,7 @@ from typing import Any
 
 from . import events as ev
 from .records import RunRecord, StepRecord, ToolCallRecord
-from .textview import shorten
+from .text import clean, safe_text, shorten
 
 TEXT_HEAD = 600
 TEXT_TAIL = 2400
@@ -36,6 +41,7 @@ ERROR_LIMIT = 600
 ANSWER_LIMIT = 600
 
 STATUS_LABELS = {
+    "queued": "◌ queued",
     "running": "● running",
     "success": "✓ success",
     "interrupted": "■ interrupted",
@@ -60,21 +66,18 @@ STYLE = """<style>
 .nbagent-badge { border-radius: 10px; padding: 1px 9px; font-size: 12px; font-weight: 600;
   white-space: nowrap; }
 .nbagent-running { color: var(--jp-info-color1, #0b61a4); background: rgba(33,150,243,.14); }
+.nbagent-queued { color: var(--jp-ui-font-color2, #555); background: rgba(128,128,128,.16); }
 .nbagent-success { color: var(--jp-success-color1, #1b6e20); background: rgba(76,175,80,.15); }
 .nbagent-interrupted, .nbagent-max_steps, .nbagent-unfinished {
   color: var(--jp-warn-color1, #a65c00); background: rgba(255,152,0,.16); }
 .nbagent-error-badge { color: var(--jp-error-color1, #b71c1c); background: rgba(244,67,54,.14); }
-.nbagent-spacer { flex: 1; }
-.nbagent-button { font: inherit; font-size: 12px; border-radius: 3px; padding: 2px 10px;
-  border: 1px solid var(--jp-border-color1, rgba(128,128,128,.6));
-  background: var(--jp-layout-color1, transparent); color: inherit; }
 .nbagent-run .jupyter-button { width: auto; height: 26px; margin: 0; padding: 0 10px; font-size: 12px;
   border: 1px solid var(--jp-border-color1, rgba(128,128,128,.6)); border-radius: 3px;
   background: var(--jp-layout-color1, transparent); color: var(--jp-ui-font-color1, inherit);
   box-shadow: none; }
 .nbagent-run .nbagent-stop, .nbagent-run .jupyter-button.nbagent-stop {
   border-color: var(--jp-error-color1, #c62828); color: var(--jp-error-color1, #c62828); }
-.nbagent-run .jupyter-button:disabled, .nbagent-button:disabled { opacity: .45; }
+.nbagent-run .jupyter-button:disabled { opacity: .45; }
 .nbagent-summary { padding: 6px 12px 8px; }
 .nbagent-step { border-top: 1px solid var(--jp-border-color3, rgba(128,128,128,.2)); padding: 6px 12px 8px; }
 .nbagent-stephead { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
@@ -100,14 +103,18 @@ STYLE = """<style>
 .nbagent-note { font-size: 12px; margin: 3px 0 0; }
 .nbagent-clipped { color: var(--jp-ui-font-color2, inherit); opacity: .7; font-style: italic; }
 .nbagent-foot { color: var(--jp-ui-font-color2, inherit); opacity: .85; font-size: 12px; }
+.nbagent-line { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; margin: 2px 0;
+  font-family: var(--jp-ui-font-family, -apple-system, "Segoe UI", Roboto, sans-serif);
+  font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
 .nbagent-cursor { display: inline-block; width: 7px; height: 13px; vertical-align: text-bottom;
   background: var(--jp-info-color1, #0b61a4); }
 </style>"""
 
 
 def esc(value: Any) -> str:
-    """``value`` as escaped HTML text (``str`` of anything else)."""
-    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+    """``value`` as escaped HTML text: strings cleaned of lone surrogates, anything else its
+    ``repr`` (or a placeholder when that fails). Never raises."""
+    return html.escape(clean(value) if isinstance(value, str) else safe_text(value), quote=True)
 
 
 def seconds(value: float | None) -> str:
@@ -134,11 +141,36 @@ def count(n: int | None) -> str:
     return "?" if n is None else f"{n:,}"
 
 
-def arguments_text(arguments: Any) -> str:
-    """A tool call's arguments as they would be written in a call: ``n=391, mode="fast"``."""
-    if isinstance(arguments, dict):
-        return ", ".join(f"{name}={json.dumps(value, default=str)}" for name, value in arguments.items())
-    return arguments if isinstance(arguments, str) else repr(arguments)
+def _value_text(value: Any, limit: int) -> str:
+    if isinstance(value, str):
+        return json.dumps(value[: limit + 1], ensure_ascii=False)  # quoted, as in a call
+    try:
+        return json.dumps(value, default=safe_text, ensure_ascii=False)
+    except Exception:  # 2 ** 20000, a cycle, a dict with odd keys: its repr, or a placeholder
+        return safe_text(value)
+
+
+def arguments_text(arguments: Any, limit: int = ARGUMENTS_LIMIT) -> str:
+    """A tool call's arguments as they would be written in a call: ``n=391, mode="fast"``.
+
+    Never raises. Stops after about ``limit`` characters, and a string (the usual huge value) is
+    read only that far, so a 10 MB argument costs what a short one does."""
+    if isinstance(arguments, str):
+        return clean(arguments[: limit + 1])
+    if not isinstance(arguments, dict):
+        return _value_text(arguments, limit)
+    parts: list[str] = []
+    size = 0
+    try:
+        for name, value in arguments.items():
+            if size > limit:
+                break
+            label = clean(name[:limit]) if isinstance(name, str) else safe_text(name)
+            parts.append(f"{label}={_value_text(value, limit)}")
+            size += len(parts[-1]) + 2
+    except Exception:  # a dict subclass whose items() fails
+        return safe_text(arguments)
+    return ", ".join(parts)
 
 
 def clipped_text(text: str, head: int = TEXT_HEAD, tail: int = TEXT_TAIL) -> str:
@@ -161,8 +193,13 @@ def _bar(step: StepRecord) -> str:
     return f'<span class="nbagent-bar"><span class="{state}" style="{start};{span}"></span></span>'
 
 
-def _tool_call(call: ToolCallRecord) -> str:
-    head = f"▸ {esc(call.tool)}({esc(shorten(arguments_text(call.arguments), ARGUMENTS_LIMIT))})"
+def _call_head(call: ToolCallRecord) -> str:
+    return (
+        f"▸ {esc(shorten(call.tool, 100))}({esc(shorten(arguments_text(call.arguments), ARGUMENTS_LIMIT))})"
+    )
+
+
+def _call_line(call: ToolCallRecord, head: str) -> str:
     if call.status is None:
         outcome = '<span class="nbagent-dim">… running</span>'
     elif call.status == "ok":
@@ -170,16 +207,51 @@ def _tool_call(call: ToolCallRecord) -> str:
     elif call.status == "error":
         outcome = f'<span class="nbagent-error">✗ {esc(shorten(call.error or "error", ERROR_LIMIT))}</span>'
     else:  # cancelled by a Stop, or abandoned: a sync tool that did not stop in time
-        why = f": {call.error}" if call.status == "abandoned" and call.error else ""
+        why = f": {shorten(call.error, ERROR_LIMIT)}" if call.status == "abandoned" and call.error else ""
         outcome = f'<span class="nbagent-warn">■ {esc(call.status)}{esc(why)}</span>'
     took = "" if call.duration_s is None else f' <span class="nbagent-dim">{seconds(call.duration_s)}</span>'
     return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
 
 
-def step_html(step: StepRecord, *, text: str | None = None, retry: ev.Retrying | None = None) -> str:
+class ToolCallCache:
+    """The rendered lines of the tool calls of steps a live view still redraws.
+
+    A call's name and arguments are fixed once it starts, and its outcome once it ends, so each is
+    formatted once however often its step is redrawn: formatting a huge argument or result (a
+    list of a million items) on every tick would cost the runner's thread, and with it every other
+    run's Stop, that much ten times a second. Used on one thread (the runner's loop)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, tuple[ToolCallRecord, str, str | None]] = {}
+
+    def line(self, call: ToolCallRecord) -> str:
+        cached = self._lines.get(id(call))
+        if cached is None or cached[0] is not call:  # holding the call keeps its id unique
+            cached = (call, _call_head(call), None)
+            self._lines[id(call)] = cached
+        if cached[2] is not None:
+            return cached[2]
+        line = _call_line(call, cached[1])
+        if call.status is not None:
+            self._lines[id(call)] = (call, cached[1], line)
+        return line
+
+    def forget(self, step: StepRecord) -> None:
+        """Drop the lines of ``step``'s calls (it is frozen: never drawn again)."""
+        for call in step.tool_calls:
+            self._lines.pop(id(call), None)
+
+
+def step_html(
+    step: StepRecord,
+    *,
+    text: str | None = None,
+    retry: ev.Retrying | None = None,
+    calls: ToolCallCache | None = None,
+) -> str:
     """One step's panel. ``text`` is the model text so far (default: ``step.model_output``);
-    ``retry`` is the latest retry notice of a step still running. A step without ``end_s`` is
-    drawn as running."""
+    ``retry`` is the latest retry notice of a step still running; ``calls`` keeps the rendered
+    tool calls across redraws. A step without ``end_s`` is drawn as running."""
     running = step.end_s is None
     text = step.model_output if text is None else text
     kind = "final answer" if step.kind == "final" else step.kind
@@ -200,7 +272,8 @@ def step_html(step: StepRecord, *, text: str | None = None, retry: ev.Retrying |
     if text:
         cursor = '<span class="nbagent-cursor"></span>' if running and not step.tool_calls else ""
         parts.append(f'<div class="nbagent-text">{clipped_text(text)}{cursor}</div>')
-    parts.extend(_tool_call(call) for call in step.tool_calls)
+    for call in step.tool_calls:
+        parts.append(calls.line(call) if calls is not None else _call_line(call, _call_head(call)))
     if running and retry is not None:
         parts.append(
             f'<div class="nbagent-note nbagent-warn">↻ retrying in {retry.delay_s:.1f} s '
@@ -216,24 +289,42 @@ def step_html(step: StepRecord, *, text: str | None = None, retry: ev.Retrying |
     return "".join(parts)
 
 
-def head_html(
-    agent: str, model: str, status: str, elapsed_s: float | None, *, stopping: str | None = None
-) -> str:
-    """The title line: agent, model, status badge, elapsed time (and a pending stop, if any)."""
+def badge_html(status: str, *, queued_after: str | None = None) -> str:
+    """The status badge: ``● running``, ``◌ queued · after run 1a2b…``, ``■ interrupted``..."""
     badge = "nbagent-error-badge" if status == "error" else f"nbagent-{esc(status)}"
     label = STATUS_LABELS.get(status, status)
-    if elapsed_s is None:
+    if status == "queued" and queued_after:
+        label += f" · after run {shorten(queued_after, 40)}"
+    return f'<span class="nbagent-badge {badge}">{esc(label)}</span>'
+
+
+def head_html(
+    agent: str,
+    model: str,
+    status: str,
+    elapsed_s: float | None,
+    *,
+    stopping: str | None = None,
+    queued_after: str | None = None,
+    notice: str | None = None,
+) -> str:
+    """The title line: agent, model, status badge, elapsed time, then a pending stop and a notice
+    (such as why the Stop buttons are disabled), if any. A ``"queued"`` run has no clock yet."""
+    if elapsed_s is None or status == "queued":
         clock = ""
     elif status == "running":
         clock = seconds(elapsed_s)
     else:
         clock = f"{'in' if status == 'success' else 'after'} {seconds(elapsed_s)}"
     parts = [
-        f'<span class="nbagent-title">{esc(agent)}</span> <span class="nbagent-dim">· {esc(model)}</span> '
-        f'<span class="nbagent-badge {badge}">{esc(label)}</span> <span class="nbagent-dim">{clock}</span>'
+        f'<span class="nbagent-title">{esc(shorten(agent, 100))}</span> '
+        f'<span class="nbagent-dim">· {esc(shorten(model, 100))}</span> '
+        f'{badge_html(status, queued_after=queued_after)} <span class="nbagent-dim">{clock}</span>'
     ]
     if stopping:
         parts.append(f' <span class="nbagent-warn">· {esc(stopping)}</span>')
+    if notice:
+        parts.append(f' <span class="nbagent-warn nbagent-notice">· {esc(notice)}</span>')
     return "".join(parts)
 
 
@@ -272,14 +363,6 @@ def summary_html(
     return "".join(parts)
 
 
-def buttons_html() -> str:
-    """The Stop buttons as the final state shows them: disabled."""
-    return (
-        '<button class="nbagent-button nbagent-stop" disabled>■ Stop</button> '
-        '<button class="nbagent-button" disabled>Stop after step</button>'
-    )
-
-
 def total_style(total_s: float | None) -> str:
     """The run's length for the step bars (never zero: it divides)."""
     return f"--nbagent-total:{max(total_s or 0.0, 0.001):.3f}"
@@ -301,19 +384,51 @@ def record_summary(record: RunRecord) -> str:
     )
 
 
-def record_html(record: RunRecord, *, controls: bool = False, style: bool = True) -> str:
-    """A whole run as one static HTML fragment. ``controls`` draws the (disabled) Stop buttons, so
-    the final state of a live view looks the same once its widgets are gone."""
+def _status(record: RunRecord) -> str:
+    return "queued" if record.status == "running" and record.queued_after else str(record.status)
+
+
+def record_html(record: RunRecord, *, style: bool = True) -> str:
+    """A whole run as one static HTML fragment, without buttons: it is what a saved notebook keeps
+    of a live view, and nothing in it can be clicked any more."""
     if record.duration_s is not None:
         total = record.duration_s
     else:
         total = max((s.end_s or s.start_s for s in record.steps), default=0.0)
-    head = head_html(record.agent, record.model, str(record.status), record.duration_s)
-    if controls:
-        head = f'<span>{head}</span><span class="nbagent-spacer"></span>{buttons_html()}'
+    head = head_html(
+        record.agent, record.model, _status(record), record.duration_s, queued_after=record.queued_after
+    )
     body: Iterable[str] = (step_html(step) for step in record.steps)
     return (
         f"{STYLE if style else ''}"
         f'<div class="nbagent-run" style="{total_style(total)}">'
         f'<div class="nbagent-head">{head}</div>{record_summary(record)}{"".join(body)}</div>'
     )
+
+
+def record_line_html(record: RunRecord, *, style: bool = True) -> str:
+    """A record in one line (badge, id, steps, time, tokens), for where its view is shown already."""
+    stats = [f"{len(record.steps)} step{'' if len(record.steps) == 1 else 's'}"]
+    if record.duration_s is not None:
+        stats.append(seconds(record.duration_s))
+    stats.append(tokens(record.input_tokens, record.output_tokens))
+    stats.append("the view above shows the run")
+    return (
+        f"{STYLE if style else ''}"
+        f'<div class="nbagent-line">{badge_html(_status(record), queued_after=record.queued_after)} '
+        f'<span class="nbagent-title">RunRecord {esc(shorten(record.run_id, 40))}</span> '
+        f'<span class="nbagent-dim">{esc(" · ".join(stats))}</span></div>'
+    )
+
+
+def record_display_html(record: RunRecord) -> str:
+    """What a ``RunRecord`` shows as a cell's rich result (``RunRecord._repr_html_``).
+
+    The whole static view, except in the cell that displayed the run's live view: there
+    (``record = await run`` or ``nbagent.run(...)`` as the last line) the view above already shows
+    the run, so the record is one line instead of the same run twice. Never raises."""
+    from .display import shown_in_this_cell
+
+    if shown_in_this_cell(record.run_id):
+        return record_line_html(record)
+    return record_html(record)

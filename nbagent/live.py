@@ -19,8 +19,13 @@ Rules that keep it fast and safe:
   variable the header carries (see ``nbagent.htmlview``).
 - Final. ``RunFinished`` flushes at once from the run's final record: the badge shows the end
   state, errors stay on screen in red, the buttons are disabled. When the view was displayed, its
-  output is then replaced by the same picture as static HTML, so a saved notebook shows the final
-  state without needing widget state.
+  output is then replaced by the same picture as static HTML (without buttons: nothing in it can
+  be clicked), so a saved notebook shows the final state without needing widget state.
+- Honest buttons. A click cannot reach the kernel while a cell blocks in ``run.wait()`` or
+  ``nbagent.run()``; ``nbagent.interrupts.blocking_wait`` then calls ``block()``, and the buttons
+  are disabled with a notice saying what works instead until ``unblock()``.
+- Queued. A run waiting for an earlier run of the same agent shows "queued · after run …" until
+  its turn (``RunDequeued``); its clock starts then.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,8 +44,20 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from . import events as ev
-from .htmlview import STYLE, head_html, record_html, record_summary, step_html, summary_html, total_style
+from .display import note_shown
+from .htmlview import (
+    STYLE,
+    TASK_LIMIT,
+    ToolCallCache,
+    head_html,
+    record_html,
+    record_summary,
+    step_html,
+    summary_html,
+    total_style,
+)
 from .records import RunRecord
+from .text import shorten
 from .textview import record_text
 
 if TYPE_CHECKING:
@@ -49,6 +68,24 @@ logger = logging.getLogger("nbagent")
 WIDGET_MIMETYPE = "application/vnd.jupyter.widget-view+json"
 INTERVAL_S = 0.1
 """Seconds between two flushes of a view: about ten updates a second."""
+STOP_TOOLTIP = "Stop the run now, mid model call or tool"
+AFTER_STEP_TOOLTIP = "Let the current step finish, then stop"
+BLOCKING_NOTICE = "this cell is blocking: use ■ Interrupt, or `await run`"
+BLOCKING_TOOLTIP = (
+    "A cell is blocking in run.wait() or nbagent.run(), and the kernel takes no click until it ends: "
+    "use Jupyter's ■ Interrupt to stop the run (or start it with nbagent.start and `await run`)"
+)
+
+_views: weakref.WeakKeyDictionary[Run, list[weakref.ref[LiveView]]] = weakref.WeakKeyDictionary()
+"""Each run's views, weakly both ways (a view refers to its run), so neither outlives its use."""
+_views_lock = threading.Lock()
+
+
+def views_of(run: Run) -> list[LiveView]:
+    """The live views built for ``run`` (usually one). Any thread."""
+    with _views_lock:
+        refs = list(_views.get(run, ()))
+    return [view for ref in refs if (view := ref()) is not None]
 
 
 @dataclass
@@ -86,26 +123,27 @@ class LiveView:
         self._clock = clock
         self.display_id = f"nbagent-{run.run_id}"
         self._displayed = False
-        self._agent = str(getattr(run.source, "name", type(run.agent).__name__))
-        self._model = str(run.source.model_name)
-        self._task = run.task
+        self._agent = shorten(getattr(run.source, "name", type(run.agent).__name__), 100)
+        self._model = shorten(run.source.model_name, 100)
+        self._task = shorten(run.task, TASK_LIMIT)
+        """Shortened once: a 10 MB task must not be re-read on every tick."""
         self._t0: float | None = None
         self._started_at = datetime.now(timezone.utc)
         self._panels: dict[int, _Panel] = {}
         """Steps not frozen yet: the current one, and any finished since the last flush."""
         self._dirty: set[int] = set()
+        self._calls = ToolCallCache()
         self._timer: asyncio.TimerHandle | None = None
+        self._queued = False
+        self._blocked = 0
+        """How many blocking waits hold the kernel (loop thread only)."""
         self._finished = False
         self._broken = False
 
         self.head = widgets.HTML(self._head_value("running", None))
-        self.stop_button = widgets.Button(
-            description="Stop", icon="stop", tooltip="Stop the run now, mid model call or tool"
-        )
+        self.stop_button = widgets.Button(description="Stop", icon="stop", tooltip=STOP_TOOLTIP)
         self.stop_button.add_class("nbagent-stop")
-        self.after_step_button = widgets.Button(
-            description="Stop after step", tooltip="Let the current step finish, then stop"
-        )
+        self.after_step_button = widgets.Button(description="Stop after step", tooltip=AFTER_STEP_TOOLTIP)
         self.stop_button.on_click(self._on_stop)
         self.after_step_button.on_click(self._on_stop_after_step)
         header = widgets.HBox([self.head, self.stop_button, self.after_step_button])
@@ -116,6 +154,8 @@ class LiveView:
         self.widget = widgets.VBox([style, header, self.summary, self.steps])
         self.widget.add_class("nbagent-run")
         self.widget.add_class(f"nbagent-run-{run.run_id}")
+        with _views_lock:
+            _views.setdefault(run, []).append(weakref.ref(self))
 
     # -- clicks: any thread; they only signal the run's cancel scope --------------------------
 
@@ -124,6 +164,32 @@ class LiveView:
 
     def _on_stop_after_step(self, _button: widgets.Button) -> None:
         self.run.interrupt("after_step")
+
+    # -- a blocking wait: any thread; the change is written on the loop thread -------------------
+
+    def block(self) -> None:
+        """A cell now blocks until the run ends, so no click can arrive: disable the buttons and
+        say what works instead. Any thread; ``unblock()`` undoes it."""
+        self._loop.call_soon_threadsafe(self._block_changed, 1)
+
+    def unblock(self) -> None:
+        """The blocking wait is over: the buttons work again (unless the run has ended)."""
+        self._loop.call_soon_threadsafe(self._block_changed, -1)
+
+    def _block_changed(self, delta: int) -> None:
+        self._blocked = max(0, self._blocked + delta)
+        if self._finished or self._broken:
+            return  # the final state has its own disabled buttons and no notice
+        blocked = self._blocked > 0
+        try:
+            self.stop_button.disabled = self.after_step_button.disabled = blocked
+            self.stop_button.tooltip = BLOCKING_TOOLTIP if blocked else STOP_TOOLTIP
+            self.after_step_button.tooltip = BLOCKING_TOOLTIP if blocked else AFTER_STEP_TOOLTIP
+        except Exception:
+            self._broken = True
+            logger.exception("nbagent: the live view of run %s stopped updating", self.run.run_id)
+            return
+        self._write(self._clock())
 
     # -- display ---------------------------------------------------------------------------
 
@@ -142,6 +208,7 @@ class LiveView:
 
         display(self.mimebundle(), raw=True, display_id=self.display_id)
         self._displayed = True
+        note_shown(self.run.run_id)
 
     def _replace_display(self, record: RunRecord) -> None:
         # The widget gives way to static HTML that looks the same, so a notebook saved from here
@@ -152,7 +219,7 @@ class LiveView:
         # context: the kernel then uses the header of the request it is handling now.
         from IPython.display import update_display
 
-        bundle = {"text/html": record_html(record, controls=True), "text/plain": record_text(record)}
+        bundle = {"text/html": record_html(record), "text/plain": record_text(record)}
         contextvars.Context().run(update_display, bundle, raw=True, display_id=self.display_id)
 
     # -- the sink: the runner's loop thread ------------------------------------------------
@@ -167,8 +234,15 @@ class LiveView:
             self._panels[event.step].retry = event  # type: ignore[assignment]
         elif kind is ev.RunStarted:
             self._t0 = event.t
-            self._started_at = event.started_at  # type: ignore[attr-defined]
-            self._agent, self._model = event.agent, event.model  # type: ignore[attr-defined]
+            live = self.run.live_record()  # its text is clean (valid UTF-8); the event's may not be
+            self._started_at = live.started_at
+            self._agent, self._model = shorten(live.agent, 100), shorten(live.model, 100)
+            self._task = shorten(live.task, TASK_LIMIT)
+        elif kind is ev.RunQueued:
+            self._queued = True
+        elif kind is ev.RunDequeued:
+            self._queued = False
+            self._t0 = event.t  # the clock counts from the real start, as the record does
         elif kind is ev.RunFinished:
             self._run_finished()
             return
@@ -193,9 +267,25 @@ class LiveView:
 
     # -- writing the widgets ---------------------------------------------------------------
 
-    def _head_value(self, status: str, elapsed_s: float | None, stopping: str | None = None) -> str:
+    def _head_value(
+        self,
+        status: str,
+        elapsed_s: float | None,
+        stopping: str | None = None,
+        queued_after: str | None = None,
+    ) -> str:
         bar_scale = f"<style>.nbagent-run-{self.run.run_id}{{{total_style(elapsed_s)}}}</style>"
-        return bar_scale + head_html(self._agent, self._model, status, elapsed_s, stopping=stopping)
+        notice = BLOCKING_NOTICE if self._blocked and status in ("running", "queued") else None
+        head = head_html(
+            self._agent,
+            self._model,
+            status,
+            elapsed_s,
+            stopping=stopping,
+            queued_after=queued_after,
+            notice=notice,
+        )
+        return bar_scale + head
 
     def _set(self, widget: widgets.HTML, value: str) -> None:
         if widget.value != value:
@@ -213,15 +303,22 @@ class LiveView:
             logger.exception("nbagent: the live view of run %s stopped updating", self.run.run_id)
 
     def _write_widgets(self, now: float, record: RunRecord | None) -> None:
-        live = self.run.live_record()
+        try:
+            live = self.run.live_record()
+        except RuntimeError:
+            return  # not started: the opening state is all there is to show
         if record is None:
             scope, stopping = self.run.scope, None
             if scope.interrupted:
                 stopping = "stopping…"
             elif scope.stop_after_step:
                 stopping = "stopping after this step…"
-            elapsed = self._offset(now) if self._t0 is not None else None
-            self._set(self.head, self._head_value("running", elapsed, stopping))
+            if self._queued:
+                head = self._head_value("queued", None, stopping, queued_after=live.queued_after)
+            else:
+                elapsed = self._offset(now) if self._t0 is not None else None
+                head = self._head_value("running", elapsed, stopping)
+            self._set(self.head, head)
             summary = summary_html(
                 self._task,
                 steps=len(live.steps),
@@ -244,6 +341,7 @@ class LiveView:
                 step,
                 text=self.run.live_text(number) if running else None,
                 retry=panel.retry if running else None,
+                calls=self._calls,
             )
             if panel.widget is None:
                 panel.widget = widgets.HTML(html)
@@ -252,6 +350,7 @@ class LiveView:
                 self._set(panel.widget, html)
             if not running:
                 del self._panels[number]  # frozen: never rendered again
+                self._calls.forget(step)
         self._dirty.clear()
         if new:
             self.steps.children = (*self.steps.children, *new)

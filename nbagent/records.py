@@ -182,9 +182,9 @@ class RunRecord:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        from .htmlview import record_html
+        from .htmlview import record_display_html
 
-        return record_html(self)
+        return record_display_html(self)
 
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}

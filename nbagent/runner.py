@@ -106,6 +106,8 @@ class Run:
         self.continues_run_id = None if reset else _last_run_of(agent)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
+        self.keyboard_pressed = False
+        """Set by the SIGINT handler of an ``await`` of this run (``nbagent.interrupts``)."""
         self._recorder = Recorder()
         self._sinks: list[Sink] = list(sinks)
         self._failed_sinks: set[int] = set()
@@ -208,7 +210,7 @@ class Run:
             except asyncio.CancelledError:
                 # The awaiting task was cancelled: stop the run and, unless cancelled again, let
                 # its interrupted record complete (and reach the store) before the cancel goes on.
-                self.interrupt()
+                self.interrupt(reason="keyboard" if self.keyboard_pressed else "user")
                 await asyncio.wait({waiter}, timeout=CANCELLED_AWAIT_GRACE_S)
                 raise
         if keyboard.pressed:

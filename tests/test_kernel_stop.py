@@ -7,6 +7,7 @@ a follow-up cell) and what the view shows.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -42,6 +43,8 @@ def talker(steps=3, words=300, tokens_per_s=150.0, name="talker"):
     model = ScriptedModel([*turns, "done"], tokens_per_s=tokens_per_s, first_token_s=0.0)
     return nbagent.Agent(model, tools=[echo, fail], name=name)
 '''
+
+BLOCKING = "this cell is blocking: use ■ Interrupt, or `await run`"
 
 CORPUS = [
     "<script>alert('x')</script>",
@@ -158,17 +161,174 @@ def test_a_click_after_the_end_changes_nothing(kernel: KernelDriver) -> None:
     assert kernel_errors(kernel, since) == []
 
 
-def test_jupyter_interrupt_stops_a_blocking_run_and_the_cell_gets_the_record(kernel: KernelDriver) -> None:
+def stop_buttons(kernel: KernelDriver, view: str) -> list[dict]:
+    return [
+        kernel.widgets.states[m]
+        for m in kernel.widgets.under(view)
+        if kernel.widgets.states.get(m, {}).get("_model_name") == "ButtonModel"
+    ]
+
+
+SIGINT_HANDLER = (
+    "import asyncio, signal\nawait asyncio.sleep(0)\nprint(signal.getsignal(signal.SIGINT).__qualname__)"
+)
+
+
+def test_jupyter_interrupt_stops_a_blocking_run_the_cell_fails_after_the_record_and_queued_cells_do_not_run(
+    kernel: KernelDriver,
+) -> None:
     msg_id = kernel.submit("r = nbagent.run(talker(words=2000), 'talk for long')")
+    queued = kernel.submit("print('the queued cell ran')")
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view of the blocking run")
     kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
-    assert execution.reply["status"] == "ok"  # the cell ends normally, with the record
-    out = kernel.execute("print(r.status, r.steps[-1].interrupted, r.error)").stdout
-    assert out.split()[:2] == ["interrupted", "True"]
+    assert (execution.reply["status"], execution.reply["ename"]) == ("error", "StoppedByKeyboard")
+    assert kernel.result(queued).reply["status"] == "aborted"  # "Run All" stops here
+    out = kernel.execute(
+        "import sys\nlast = nbagent.history.last()\n"
+        "print(last.status, last.stop_reason, last.steps[-1].interrupted,"
+        " sys.last_value.record.run_id == last.run_id)"
+    ).stdout
+    assert out.split() == ["interrupted", "keyboard", "True", "True"]
     assert "■ interrupted" in shown(kernel, view)
-    assert "■ interrupted" in html_text(final_display(kernel, execution.display_id())["text/html"])
+    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "■ interrupted" in final and "Stop" not in final  # the static end state has no buttons
+
+
+def test_stop_buttons_of_a_blocking_run_are_disabled_with_a_notice_and_jupyter_interrupt_stops_it(
+    kernel: KernelDriver,
+) -> None:
+    msg_id = kernel.submit("r = nbagent.run(talker(words=2000), 'blocking')")
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view of the blocking run")
+    kernel.wait_for(lambda: BLOCKING in shown(kernel, view), what="the blocking notice")
+    buttons = stop_buttons(kernel, view)
+    assert [b["disabled"] for b in buttons] == [True, True]
+    assert all("■ Interrupt" in b["tooltip"] for b in buttons)
+    kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop"))  # as a stale page might
+    said = len(shown(kernel, view))
+    kernel.wait_for(lambda: len(shown(kernel, view)) > said + 500, what="the run to go on streaming")
+    assert "● running" in shown(kernel, view)  # the click waits behind the cell: why the button is disabled
+    kernel.interrupt()
+    execution = kernel.result(msg_id, timeout=60)
+    assert execution.reply["ename"] == "StoppedByKeyboard"
+    assert "■ interrupted" in shown(kernel, view) and BLOCKING not in shown(kernel, view)
+    assert kernel.execute("print(nbagent.history.last().status)").stdout.strip() == "interrupted"
+
+
+def test_a_blocking_wait_warns_once_and_a_timeout_gives_the_buttons_back(kernel: KernelDriver) -> None:
+    _, view = start_view(kernel, "run = nbagent.start(talker(words=2000), 'talk')")
+    wait = "try:\n    run.wait(timeout=0.5)\nexcept TimeoutError:\n    print('timed out')"
+    first = kernel.execute(wait)
+    assert first.stdout.strip() == "timed out"
+    kernel.wait_for(
+        lambda: [b["disabled"] for b in stop_buttons(kernel, view)] == [False, False], what="buttons"
+    )
+    assert BLOCKING not in shown(kernel, view)
+    assert any(BLOCKING in html_text(v) for v in kernel.widgets.values_ever(view))
+    kernel.execute(wait)
+    stderr = "".join(
+        r.content["text"] for r in kernel.received if r.type == "stream" and r.content["name"] == "stderr"
+    )
+    assert stderr.count("BlockingWaitWarning") == 1  # once per kernel process, however many blocking waits
+    kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop"))
+    assert kernel.execute("print((await run).status)").stdout.strip() == "interrupted"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "run = nbagent.start(talker(words=3000), 'talk')\nrecord = await run",
+        "record = await nbagent.arun(talker(words=3000), 'talk')",
+    ],
+    ids=["await run", "await arun"],
+)
+def test_jupyter_interrupt_during_an_await_interrupts_the_run_at_once_and_fails_the_cell(
+    kernel: KernelDriver, code: str
+) -> None:
+    msg_id = kernel.submit(code)  # the run would stream for 20 s
+    queued = kernel.submit("print('the queued cell ran')")
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    sent = time.monotonic()
+    kernel.interrupt()
+    execution = kernel.result(msg_id, timeout=60)
+    took = time.monotonic() - sent
+    assert (execution.reply["status"], execution.reply["ename"]) == ("error", "StoppedByKeyboard")
+    assert took < 10, f"the cell ended {took:.1f} s after the interrupt"
+    assert kernel.result(queued).reply["status"] == "aborted"
+    last = "last = nbagent.history.last()\nprint(last.status, last.stop_reason, last.steps[-1].interrupted)"
+    assert kernel.execute(last).stdout.split() == ["interrupted", "keyboard", "True"]
+    assert "_cancel_on_sigint" in kernel.execute(SIGINT_HANDLER).stdout  # the kernel's own handler is back
+
+
+def test_jupyter_interrupt_during_a_gather_of_two_runs_stops_both_and_the_kernel_goes_on(
+    kernel: KernelDriver,
+) -> None:
+    code = (
+        "import asyncio\na = nbagent.start(talker(words=3000), 'a')\n"
+        "b = nbagent.start(talker(words=3000), 'b')\nawait asyncio.gather(a, b)"
+    )
+    msg_id = kernel.submit(code)
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the first view")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.interrupt()
+    execution = kernel.result(msg_id, timeout=60)
+    assert (
+        execution.reply["status"] == "error"
+    )  # CancelledError: gather's tasks may not raise KeyboardInterrupt
+    out = kernel.execute("print((await a).status, (await b).status, a.record.stop_reason)", timeout=30).stdout
+    assert out.split() == ["interrupted", "interrupted", "keyboard"]
+    assert "_cancel_on_sigint" in kernel.execute(SIGINT_HANDLER).stdout
+
+
+def test_a_record_awaited_as_the_last_line_shows_as_one_line_under_its_view(kernel: KernelDriver) -> None:
+    execution = kernel.execute("run = nbagent.start(talker(steps=1, tokens_per_s=1e6), 'quick')\nawait run")
+    (result,) = [r for r in execution.outputs if r.type == "execute_result"]
+    line = result.content["data"]["text/html"]
+    assert 'class="nbagent-step"' not in line and "✓ success" in html_text(line)
+    again = kernel.execute("run.record")  # a later cell shows the whole record
+    (result,) = [r for r in again.outputs if r.type == "execute_result"]
+    assert result.content["data"]["text/html"].count('class="nbagent-step"') == 2
+
+
+ODD_VALUES = r'''
+class Unprintable:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+@nbagent.tool
+def odd(kind: str) -> object:
+    """Return an odd value.
+
+    Args:
+        kind: which
+    """
+    return {"unprintable": Unprintable(), "huge": 2 ** 20000, "text": "bad \ud800 text"}[kind]
+
+turns = [
+    Reply("say \ud800 it", [ToolCall("odd", {"kind": "unprintable"}), ToolCall("odd", {"kind": "huge"})]),
+    Reply("\udfff", [ToolCall("odd", {"kind": "text", "x\ud800": "\ud800"}),
+                     ToolCall("fail", {"text": "\ud800"})]),
+    "done \ud800",
+]
+model = ScriptedModel(turns, tokens_per_s=400, first_token_s=0.0, name="m\ud800")
+run = nbagent.start(nbagent.Agent(model, tools=[odd, fail], name="a\ud800"), "task \ud800")
+r = await run
+print(r.status)
+'''
+
+
+def test_text_that_is_not_utf8_and_values_that_cannot_print_end_in_a_static_final_view(
+    kernel: KernelDriver,
+) -> None:
+    since = len(kernel.received)
+    execution, view = start_view(kernel, ODD_VALUES)
+    assert execution.stdout.split() == ["success"]
+    assert "✓ success" in shown(kernel, view)
+    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "✓ success" in final and "<unprintable" in final and "\\ud800" in final
+    assert kernel_errors(kernel, since) == []
 
 
 def test_injection_corpus_appears_escaped_in_every_widget_value(kernel: KernelDriver) -> None:

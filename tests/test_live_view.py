@@ -338,7 +338,7 @@ def test_injection_corpus_is_escaped_in_every_widget_value_and_in_the_record(wat
     for payload in CORPUS:
         assert payload in html_text(view.summary.value)
         assert payload in html_text(view.steps.children[0].value)
-    static = htmlview.record_html(record, controls=True)
+    static = htmlview.record_html(record)
     assert html_problems(static) == []
     for payload in CORPUS:
         assert html.escape(payload) in static
@@ -356,7 +356,8 @@ def test_in_a_kernel_the_view_is_displayed_and_ends_as_static_html_of_the_record
     assert "● running" in html_text(first["text/html"])
     assert first_options == last_options == {"raw": True, "display_id": f"nbagent-{final.run_id}"}
     assert WIDGET_MIMETYPE not in last  # a saved notebook needs no widget state to show the end
-    assert last["text/html"] == htmlview.record_html(final, controls=True)
+    assert last["text/html"] == htmlview.record_html(final)
+    assert "<button" not in last["text/html"]  # nothing in a saved notebook pretends to be clickable
     assert "✓ success" in html_text(last["text/html"]) and "<b>done</b>" in html_text(last["text/html"])
     assert last["text/plain"] == str(final)
 
@@ -374,3 +375,121 @@ def test_record_displays_itself_as_the_static_view() -> None:
     assert page.count('class="nbagent-step"') == 2
     assert "✓ success" in html_text(page)
     assert "unknown tool" in html_text(page)
+
+
+def test_a_queued_run_says_which_run_it_waits_for_and_its_clock_starts_with_its_turn(manual) -> None:
+    loop, clock, view, feed = manual
+    feed.send(ev.RunQueued, "abc123")
+    clock.now += 5.0
+    loop.fire()
+    head = html_text(view.head.value)
+    assert "◌ queued · after run abc123" in head and "running" not in head
+    assert "5.0 s" not in head  # the wait is not the run's time
+    feed.send(ev.RunDequeued)
+    clock.now += 1.5
+    loop.fire()
+    head = html_text(view.head.value)
+    assert "● running" in head and "1.5 s" in head and "queued" not in head
+
+
+def test_runs_of_one_agent_started_together_show_queued_until_their_turn(watched: Watched) -> None:
+    model = ScriptedModel(["word " * 200, "second answer"], tokens_per_s=400, first_token_s=0.0)
+    agent = nbagent.Agent(model, name="turns")  # the first run takes 0.5 s; the second waits for it
+    first = nbagent.start(agent, "first", display=True)
+    second = nbagent.start(agent, "second", display=True)
+    assert second.wait(timeout=30).queued_s > 0
+    heads = [html_text(v) for t, name, v in watched.writes if name == "value" and "nbagent-title" in str(v)]
+    assert any(f"◌ queued · after run {first.run_id}" in h for h in heads)
+    assert "✓ success" in html_text(watched.views[1].head.value)
+
+
+class CountingTask(str):
+    """A task that counts how often the view reads it."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        CountingTask.reads += 1
+        return str.__getitem__(self, key)
+
+
+class CountingValue:
+    """A huge, non-JSON tool value that counts how often it is rendered."""
+
+    renders = 0
+
+    def __repr__(self) -> str:
+        CountingValue.renders += 1
+        return "<counting value>"
+
+
+def test_huge_task_and_tool_values_are_rendered_once_not_on_every_tick() -> None:
+    loop, clock = ManualLoop(), Clock()
+    task = CountingTask("x" * 10_000_000)
+    run = Run(nbagent.Agent(fast_model(["ok"])), task)
+    view = LiveView(run, loop=loop, clock=clock)  # type: ignore[arg-type]
+    feed = Feed(view, run, clock)
+    feed.start()
+    feed.step_started()
+    value = CountingValue()
+    feed.send(ev.ToolCallStarted, "c1", "tool", {"big": value, "text": "y" * 10_000_000})
+    feed.send(ev.ToolCallFinished, "c1", "ok", value)
+    loop.fire()
+    reads, renders = CountingTask.reads, CountingValue.renders
+    assert "x" * 100 in view.summary.value and "&lt;counting value&gt;" in view.steps.children[0].value
+    for _ in range(20):
+        feed.send(ev.TextDelta, " more")
+        clock.now += 0.1
+        loop.fire()
+    assert "more" in view.steps.children[0].value
+    assert (CountingTask.reads, CountingValue.renders) == (reads, renders)
+    assert len(view.steps.children[0].value) < 5_000
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+    __str__ = __repr__
+
+
+WEIRD = [Unprintable(), 2**20000, "lone \ud800 surrogate", "\udfff", {"k\ud800": Unprintable()}, [2**20000]]
+
+
+def weird(index: int) -> object:
+    """A value no renderer can take for granted (hypothesis must not repr them: by index)."""
+    return WEIRD[index]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text() | st.just("say \ud800"),
+    value=st.recursive(
+        st.sampled_from(range(len(WEIRD))).map(weird) | st.text() | st.integers(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=6,
+    ),
+)
+def test_no_value_makes_the_html_raise_or_leave_valid_utf8(text, value) -> None:
+    step = StepRecord(1, "action", datetime.now(timezone.utc), 0.0, end_s=1.0, model_output=text, error=text)
+    at = step.started_at
+    step.tool_calls.append(nbagent.ToolCallRecord("c1", text, value, at, 0.0, "ok", value))
+    step.tool_calls.append(nbagent.ToolCallRecord("c2", "t", {"a": value}, at, 0.0, "error", None, text))
+    record = nbagent.RunRecord("r", text, text, text, at, "success", output=value, steps=[step])
+    pages = (htmlview.record_html(record), htmlview.record_line_html(record), htmlview.step_html(step))
+    for fragment in pages:
+        fragment.encode("utf-8")  # a lone surrogate here is what froze the view in a kernel
+        assert html_problems(fragment) == []
+
+
+def test_a_record_shows_as_one_line_in_the_cell_that_showed_its_live_view(monkeypatch) -> None:
+    record = nbagent.run(nbagent.Agent(fast_model(["fine"])), "task")
+    cell = {"id": "cell-1"}
+    monkeypatch.setattr(display, "current_cell_id", lambda: cell["id"])
+    assert htmlview.record_display_html(record) == htmlview.record_html(record)  # never shown live
+    display.note_shown(record.run_id)
+    line = htmlview.record_display_html(record)
+    assert line.count('class="nbagent-step"') == 0 and "<button" not in line
+    assert f"✓ success RunRecord {record.run_id}" in html_text(line)
+    cell["id"] = "cell-2"  # the same record shown by a later cell: the whole static view again
+    assert htmlview.record_display_html(record) == htmlview.record_html(record)
