@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from typing import Any
 
 
@@ -100,11 +101,40 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` whose fallback for other objects is ``safe_text`` (its placeholder names the
+    error a failing ``__repr__`` raised, where reprlib would only say ``<X instance at ...>``)."""
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        text = safe_text(x)
+        return text if len(text) <= self.maxother else text[: self.maxother - 1] + "…"
+
+
+def _bounded_repr(value: Any, limit: int) -> str:
+    """A ``repr`` that stops early on big containers and strings (``reprlib``), so a million-item
+    list costs what its first items cost; small values read exactly as their ``repr``."""
+    bounded = _BoundedRepr()
+    bounded.maxlevel = 4
+    bounded.maxstring = bounded.maxother = bounded.maxlong = max(limit, 40)
+    bounded.maxlist = bounded.maxtuple = bounded.maxset = bounded.maxfrozenset = max(limit // 2, 6)
+    bounded.maxdict = bounded.maxdeque = bounded.maxarray = max(limit // 4, 4)
+    return bounded.repr(value)
+
+
 def shorten(value: Any, limit: int = 200) -> str:
     """``value`` as one line of at most ``limit`` characters; never raises.
 
-    Only the first ``4 * limit`` characters are looked at, so a huge value costs little."""
-    text = safe_text(value) if not isinstance(value, str) else clean(value[: 4 * limit + 1])
+    Only the first ``4 * limit`` characters of a string are looked at, and big containers are
+    walked only as far as the line can show, so a huge value costs little."""
+    if isinstance(value, str):
+        text = clean(value[: 4 * limit + 1])
+    else:
+        try:
+            text = clean(_bounded_repr(value, limit))
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # an element whose repr fails, an int past the limit...
+            text = safe_text(value)
     if len(text) > 4 * limit:
         text = text[: 4 * limit]
     text = " ".join(text.split())
