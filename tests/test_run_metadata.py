@@ -110,3 +110,17 @@ def test_a_run_handle_points_to_the_record_for_what_it_does_not_have():
         run.output  # noqa: B018
     record = run.wait(timeout=20)
     assert repr(record).startswith(f"<RunRecord {record.run_id} success") and len(repr(record)) < 200
+
+
+def test_stop_after_step_ends_a_queued_run_without_waiting_for_its_turn():
+    agent = nbagent.Agent(ScriptedModel(["word " * 5000, "second", "third"], first_token_s=0))
+    first = nbagent.start(agent, "first")
+    second = nbagent.start(agent, "second")
+    wait_until(lambda: second.record.queued_after == first.run_id)
+    second.interrupt("after_step")
+    record = second.wait(timeout=20)
+    assert record.status == "interrupted" and record.stop_reason == "user_after_step"
+    assert record.steps == [] and not first.done()
+    first.interrupt()
+    assert first.wait(timeout=20).status == "interrupted"
+    assert nbagent.run(agent, "third", reset=False).output == "second"  # the turn was handed on
