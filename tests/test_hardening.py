@@ -164,7 +164,7 @@ def _main_thread_waits() -> bool:
     while frame is not None:
         names.add((frame.f_code.co_name, frame.f_code.co_filename.rsplit("/", 1)[-1]))
         frame = frame.f_back
-    return ("wait", "runner.py") in names and ("result", "_base.py") in names
+    return ("wait", "handle.py") in names and ("result", "_base.py") in names
 
 
 def test_a_second_ctrl_c_while_the_run_is_still_stopping_raises_at_once():

@@ -311,7 +311,7 @@ def test_cancelling_arun_interrupts_the_run():
 def _main_thread_is_in(function_name: str) -> bool:
     frame = sys._current_frames().get(threading.main_thread().ident)
     while frame is not None:
-        if frame.f_code.co_name == function_name and "runner" in frame.f_code.co_filename:
+        if frame.f_code.co_name == function_name and "handle" in frame.f_code.co_filename:
             return True
         frame = frame.f_back
     return False

@@ -1,0 +1,477 @@
+"""``Run``: the handle on one run, and everything that runs on the runner's loop for it.
+
+A ``Run`` is built on the caller's thread (``nbagent.start``), records its ``RunStarted`` there so
+``run.record`` exists at once, and submits ``_main`` to the runner's loop (``nbagent.loop``). On the
+loop, ``_main`` drives the source, turns however it ended into one ``RunFinished`` (an interrupt
+accepted before the end always wins: see ``nbagent.cancel``), waits for sinks that write
+elsewhere (a store's rows), and completes the handle's future exactly once. Waiting on it is the
+caller's side: ``wait()`` blocks in slices (Ctrl-C interrupts the run, then raises
+``StoppedByKeyboard`` once the record is complete), ``await run`` waits on the caller's loop.
+
+Events are fanned out on the loop thread, in order: first to the ``Recorder``, then to each sink.
+A sink that raises (anything, even ``SystemExit``) is logged once and skipped for that event; it
+never ends the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Generator, Iterable
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from . import cost, history
+from . import events as ev
+from .cancel import CancelScope, InterruptMode, current_scope
+from .context import RunContext
+from .errors import AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
+from .interrupts import blocking_wait, sigint_stops
+from .loop import LoopThread, runner_loop
+from .records import Recorder, RunRecord
+from .text import shorten
+
+logger = logging.getLogger("nbagent")
+
+Sink = Callable[[ev.RunEvent], Any]
+
+
+class Source(Protocol):
+    """What the runner can run: the native ``Agent`` and the smolagents adapter both are one."""
+
+    name: str
+
+    @property
+    def model_name(self) -> str: ...
+
+    async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any: ...
+
+
+_live_runs: set[Run] = set()
+_live_lock = threading.Lock()
+
+
+def as_source(agent: Any) -> Source:
+    """The runnable form of ``agent``: itself if native, an adapter for a smolagents agent."""
+    if hasattr(agent, "drive"):
+        return agent
+    from .adapters import smolagents as adapter
+
+    if adapter.is_smolagents_agent(agent):
+        return adapter.SmolagentsSource(agent)
+    raise TypeError(f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent or a smolagents agent")
+
+
+class Run:
+    """A handle on one run: stop it, watch it, wait for its record.
+
+    ``interrupt``, ``done``, ``status`` and ``record`` may be used from any thread at any time.
+    Awaiting the handle (``record = await run``) waits without blocking the kernel; cancelling that
+    await interrupts the run.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        task: str,
+        *,
+        sinks: Iterable[Sink] = (),
+        reset: bool = True,
+        tags: Iterable[str] = (),
+        metadata: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(task, str):
+            raise TypeError(f"task must be a str, not {type(task).__name__}")
+        self.agent = agent
+        self.source = as_source(agent)
+        self.task = task
+        self.reset = reset
+        self.tags = tuple(_check_tags(tags))
+        self.metadata = dict(metadata or {})
+        self.options = dict(options or {})
+        """Extra keyword arguments for the source (smolagents' ``additional_args``, ``images``...)."""
+        _check_options(self.source, self.options)
+        self.run_id = uuid.uuid4().hex[:16]
+        self.scope = CancelScope(self.run_id)
+        self._parent = current_scope.get()
+        """The scope of the run whose tool starts this one: adopted by it when this run starts."""
+        self.parent_run_id = self._parent.run_id if self._parent is not None else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.continues_run_id = None if reset else _last_run_of(agent)
+        self.shown = False
+        """True when a view (widgets or text) shows this run."""
+        self.keyboard_pressed = False
+        """Set by the SIGINT handler of an ``await`` of this run (``nbagent.interrupts``)."""
+        self._recorder = Recorder()
+        self._sinks: list[Sink] = list(sinks)
+        self._failed_sinks: set[int] = set()
+        self.sink_errors: list[str] = []
+        """One line per sink that raised (each sink is reported once)."""
+        self._future: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
+        self._future.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
+        self._final: RunRecord | None = None
+        self._finish_lock = threading.Lock()
+        self._started = False
+        self._submitted = False
+
+    # -- control ---------------------------------------------------------------------------
+
+    def add_sink(self, sink: Sink) -> None:
+        """Add an event consumer. Only before the run starts, so a sink sees every event."""
+        if self._started:
+            raise RuntimeError("add sinks before the run starts (pass sinks= to start())")
+        self._sinks.append(sink)
+
+    def interrupt(self, mode: InterruptMode = "now", *, reason: str = "user") -> bool:
+        """Stop the run: ``"now"`` cancels the in-flight model call and tool; ``"after_step"`` lets
+        the current step finish. True if the run was still live. Idempotent; any thread.
+        ``reason`` becomes the record's ``stop_reason``."""
+        return self.scope.interrupt(mode, reason=reason)
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    @property
+    def status(self) -> str:
+        """``"running"`` until the end, then the record's status."""
+        return self._final.status if self._final is not None else "running"
+
+    @property
+    def record(self) -> RunRecord:
+        """The final record once done; before that, a snapshot of the run so far."""
+        if self._final is not None:
+            return self._final
+        snapshot = self._recorder.snapshot()
+        if snapshot is None:
+            raise RuntimeError("the run has not been started")
+        return snapshot
+
+    def live_record(self) -> RunRecord:
+        """The record being built, not a copy. Only for sinks, on the runner's thread, between
+        events: elsewhere use ``record``, a consistent snapshot."""
+        live = self._recorder.live
+        if live is None:
+            raise RuntimeError("the run has not been started")
+        return live
+
+    def live_text(self, step: int) -> str:
+        """The text the model has streamed so far in ``step``."""
+        return self._recorder.live_text(step)
+
+    def wait(self, timeout: float | None = None) -> RunRecord:
+        """Block until the run ends and return its record.
+
+        In Jupyter, prefer ``record = await run``: while a cell blocks here the kernel cannot take
+        a Stop click, so the view's Stop button says so and is disabled until the wait ends; use
+        Jupyter's ■ Interrupt instead. Ctrl-C or ■ Interrupt interrupts the run; once its record
+        is complete (and stored), ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) is raised so the
+        cell, a loop of runs and "Run All" stop too. A second Ctrl-C while the run is still
+        stopping raises ``KeyboardInterrupt`` at once. Raises ``TimeoutError`` if ``timeout``
+        passes first (the run goes on).
+        """
+        if threading.current_thread() is LoopThread.thread():
+            raise RuntimeError("wait() on the runner's own thread would deadlock: use `await run` in a tool")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pressed = False
+        with blocking_wait(self):
+            while True:
+                try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
+                    try:
+                        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                        record = self._future.result(
+                            timeout=0.1 if remaining is None else min(0.1, remaining)
+                        )
+                        break
+                    except concurrent.futures.TimeoutError:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
+                except KeyboardInterrupt:
+                    if pressed:
+                        raise KeyboardInterrupt(
+                            f"run {self.run_id} is still stopping; its record will be in nbagent.history"
+                        ) from None
+                    pressed = True
+                    self.interrupt(reason="keyboard")
+        if pressed:
+            raise StoppedByKeyboard(record)
+        return record
+
+    async def _await(self) -> RunRecord:
+        waiter = asyncio.wrap_future(self._future)
+        with sigint_stops(self) as keyboard:
+            try:
+                record = await asyncio.shield(waiter)
+            except asyncio.CancelledError:
+                # The awaiting task was cancelled: stop the run and, unless cancelled again, let
+                # its interrupted record complete (and reach the store) before the cancel goes on.
+                self.interrupt(reason="keyboard" if self.keyboard_pressed else "user")
+                await asyncio.wait({waiter}, timeout=CANCELLED_AWAIT_GRACE_S)
+                raise
+        if keyboard.pressed:
+            raise StoppedByKeyboard(record)
+        return record
+
+    def __await__(self) -> Generator[Any, None, RunRecord]:
+        return self._await().__await__()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in RunRecord.__dataclass_fields__ or name in vars(RunRecord):
+            raise AttributeError(
+                f"a Run has no {name!r}: its result is a RunRecord. Use `record = await run` "
+                f"(or run.wait()) and then record.{name}; run.record is a snapshot while it runs"
+            )
+        raise AttributeError(f"'Run' object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
+
+    # -- the loop side ---------------------------------------------------------------------
+
+    def _emit(self, event: ev.RunEvent) -> None:
+        self._recorder.apply(event)
+        self._fan_out(event)
+
+    def _fan_out(self, event: ev.RunEvent) -> None:
+        for index, sink in enumerate(self._sinks):
+            try:
+                sink(event)
+            except BaseException as exc:  # even SystemExit from a sink must not end the run
+                if index not in self._failed_sinks:
+                    self._failed_sinks.add(index)
+                    message = f"sink {sink!r} failed on {type(event).__name__}: {describe(exc)}"
+                    self.sink_errors.append(message)
+                    logger.error("nbagent: %s (reported once; the run goes on)", message, exc_info=exc)
+
+    def _start(self) -> None:
+        self._started = True
+        # Recorded here, on the caller's thread, so ``run.record`` exists as soon as start() returns.
+        started = ev.RunStarted(
+            self.run_id,
+            0,
+            time.perf_counter(),
+            self.task,
+            getattr(self.source, "name", type(self.agent).__name__),
+            self.source.model_name,
+            datetime.now(timezone.utc),
+            parent_run_id=self.parent_run_id,
+            continues_run_id=self.continues_run_id,
+            tags=self.tags,
+            metadata=self.metadata,
+            model_params=_model_params(self.source),
+        )
+        self._recorder.apply(started)
+        _remember_run_of(self.agent, self.run_id)
+        with _live_lock:
+            _live_runs.add(self)
+        try:
+            for attempt in (1, 2):
+                self._loop = runner_loop()
+                main = self._main(started)
+                try:
+                    asyncio.run_coroutine_threadsafe(main, self._loop)
+                    break
+                except RuntimeError:  # that loop was retired as we submitted: the next one is fresh
+                    main.close()
+                    if attempt == 2:
+                        raise
+        except BaseException:  # never submitted (a Ctrl-C right here, say): it is not live
+            with _live_lock:
+                _live_runs.discard(self)
+            raise
+        self._submitted = True
+        if self._parent is not None:  # adopted only once it runs: a failed start leaves no child behind
+            self._parent.adopt(self.scope)
+
+    async def _main(self, started: ev.RunStarted) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        current_scope.set(self.scope)
+        ctx = RunContext(self.run_id, self.scope, self._emit)
+        ctx.shown = self.shown
+        status: ev.RunStatus = "success"
+        output: Any = None
+        error: str | None = None
+        error_type: str | None = None
+        try:
+            self._fan_out(started)
+            self.scope.bind(task)
+            output = await self.source.drive(self.task, ctx, self.reset, **self.options)
+        except AgentInterrupted:
+            # A Stop, or the agent's own code stopping it (a smolagents step callback calling
+            # agent.interrupt()): ``stop_reason`` tells them apart.
+            status = "interrupted"
+        except asyncio.CancelledError as exc:
+            if self.scope.stop_after_step:  # a Stop (either mode) was asked for
+                status = "interrupted"
+            else:  # cancelled by the agent's own code, not by a Stop: an error, not the user's doing
+                status, error_type = "error", "CancelledError"
+                error = f"{describe(exc)} (the run was cancelled from inside, not by a Stop)"
+        except MaxStepsReached as exc:
+            status, error, error_type = "max_steps", describe(exc), "MaxStepsReached"
+            output = exc.output
+        except BaseException as exc:  # even SystemExit from a source must end as a record, not kill the loop
+            status, error, error_type = "error", describe(exc), error_kind(exc)
+        try:
+            self._finish(task, ctx, status, output, error, error_type)
+            try:
+                await self._sinks_drained()
+            except asyncio.CancelledError:
+                # An interrupt accepted just before the end delivers its cancel here, late: the
+                # record already says "interrupted"; its rows must still be written first.
+                if hasattr(task, "uncancel"):
+                    task.uncancel()
+                await self._sinks_drained()
+        finally:
+            self._complete()
+
+    def _finish(
+        self,
+        task: asyncio.Task[Any] | None,
+        ctx: RunContext,
+        status: ev.RunStatus,
+        output: Any,
+        error: str | None,
+        error_type: str | None,
+    ) -> None:
+        with self._finish_lock:
+            if self._final is not None:
+                return  # ended already (its loop died under it)
+            if self.scope.close():
+                # An interrupt accepted before the end wins, even against a just-finished answer.
+                status, error, error_type = "interrupted", None, None
+            stop_reason = {"success": None, "max_steps": "max_steps", "error": "error"}.get(status)
+            if status == "interrupted":
+                output, error, error_type = None, None, None
+                stop_reason = self.scope.stop_reason or "agent"
+            if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
+                task.uncancel()  # the cancel was ours and is handled; the record is the result
+            # Priced before the end event, so every recorder of the run (the store's too) has the cost.
+            price = _cost_of(self.live_record())
+            finished = ev.RunFinished(
+                self.run_id,
+                ctx.step,
+                time.perf_counter(),
+                status,
+                output,
+                error,
+                error_type,
+                price,
+                stop_reason=stop_reason,
+                messages=ctx.messages,
+            )
+            self._recorder.apply(finished)
+            self._final = self._recorder.snapshot()  # before any sink shows the end: the handle never lags
+        self._fan_out(finished)
+
+    def _complete(self) -> None:
+        """Hand the final record out: history, the handle, every waiter. Exactly once."""
+        with _live_lock:
+            _live_runs.discard(self)
+        if self._future.done():
+            return
+        final = self._final or self._recorder.snapshot()
+        assert final is not None
+        self._final = final
+        history.add(final)
+        self._future.set_result(final)
+
+    def _end_without_loop(self, reason: str) -> None:
+        """End the run from another thread because its loop is gone: an ``"error"`` record."""
+        ctx = RunContext(self.run_id, self.scope, self._emit)
+        live = self._recorder.live
+        ctx.step = len(live.steps) if live is not None else 0
+        self._finish(None, ctx, "error", None, f"RuntimeError: {reason} during the run", "RuntimeError")
+        self._complete()
+
+    async def _sinks_drained(self) -> None:
+        """Wait (without blocking the loop) for sinks that write elsewhere, such as a store's
+        writer thread, so a returned record is also a stored one. Bounded: a stuck database
+        delays the record by at most ``SINK_DRAIN_TIMEOUT_S``."""
+        pending = [
+            asyncio.wrap_future(drained())
+            for sink in self._sinks
+            if (drained := getattr(sink, "drained", None)) is not None
+        ]
+        if pending:
+            await asyncio.wait(pending, timeout=SINK_DRAIN_TIMEOUT_S)
+
+
+SINK_DRAIN_TIMEOUT_S = 5.0
+
+CANCELLED_AWAIT_GRACE_S = 5.0
+"""When an ``await run`` is cancelled, how long it waits for the interrupted record before the
+cancel propagates (a second cancel propagates at once)."""
+
+
+def _check_options(source: Source, options: dict[str, Any]) -> None:
+    """Refuse, before the run starts, options the source's ``drive`` does not take."""
+    if not options:
+        return
+    import inspect
+
+    parameters = inspect.signature(source.drive).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = [n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"{type(source).__name__} runs take no {', '.join(map(repr, unknown))}; "
+            f"the options it takes are: {', '.join(accepted) or 'none'}"
+        )
+
+
+def _check_tags(tags: Iterable[str]) -> list[str]:
+    if isinstance(tags, str):
+        raise TypeError("tags must be a list of strings, not one string (tags=['a', 'b'])")
+    tags = list(tags)
+    bad = [t for t in tags if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"tags must be strings, not {type(bad[0]).__name__}")
+    return tags
+
+
+_last_runs: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_last_runs_lock = threading.Lock()
+
+
+def _last_run_of(agent: Any) -> str | None:
+    with _last_runs_lock, contextlib.suppress(TypeError):
+        return _last_runs.get(agent)
+    return None
+
+
+def _remember_run_of(agent: Any, run_id: str) -> None:
+    with _last_runs_lock, contextlib.suppress(TypeError):  # an agent that cannot be weakly referenced
+        _last_runs[agent] = run_id
+
+
+def _model_params(source: Any) -> dict[str, Any]:
+    """The request settings of the source's model, when it exposes them (``params``)."""
+    model = getattr(source, "model", None)
+    params = getattr(model, "params", None)
+    return dict(params) if isinstance(params, dict) else {}
+
+
+def _cost_of(record: RunRecord) -> float | None:
+    """The run's cost when it can be priced now, without an import or disk on the loop (else
+    ``None``: ``nbagent.cost.record_cost(record)`` prices it later); a pricing failure never
+    fails a run."""
+    try:
+        return cost.record_cost_if_ready(record)
+    except Exception as exc:
+        logger.warning("nbagent: could not price run %s: %s", record.run_id, describe(exc))
+        return None
+
+
+def live_runs() -> list[Run]:
+    """The runs that have not ended yet."""
+    with _live_lock:
+        return list(_live_runs)
