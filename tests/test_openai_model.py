@@ -23,7 +23,8 @@ import nbagent
 from nbagent import events as ev
 from nbagent.frames import runs_frame, steps_frame
 from nbagent.models import ModelText, OpenAIChatModel
-from nbagent.models.openai import _Reply, _retry_after, scrub
+from nbagent.models.credentials import scrub
+from nbagent.models.openai import _Reply, _retry_after
 from nbagent.store import RunStore
 
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream

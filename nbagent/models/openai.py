@@ -19,7 +19,7 @@ typed errors; this module adds what a notebook needs on top:
 - **Usage is reported.** ``stream_options.include_usage`` asks for the usage chunk; when a server
   sends usage early or on every chunk (running totals), the last one counts. A stream cut by a
   Stop has no usage, and the step's usage stays unknown: never a guess dressed as a count.
-- **Readable errors, no secrets.** Failures become ``ModelError`` with a message that says what
+- **Readable errors, no secrets** (``nbagent.models.credentials``). Failures become ``ModelError`` with a message that says what
   to do (401: check the key; 404: check the model name and base URL) and ``status_code`` /
   ``retryable`` set. Every credential (the key, header values, the user info and query string of
   ``base_url``) lives in one holder that prints as ``<credentials hidden>``. Text taken from a
@@ -35,20 +35,16 @@ typed errors; this module adds what a notebook needs on top:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import email.utils
 import json
 import os
 import random
-import re
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +60,7 @@ from .base import (
     ToolSpec,
     new_call_id,
 )
+from .credentials import _Credentials, _environment_proxy, _SendCredentials, _split_base_url
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -71,200 +68,6 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_MAX_S = 8.0
 _CLOSE_TIMEOUT_S = 1.0
-
-# -- secrets -----------------------------------------------------------------------------------
-
-_KEY_NAMES = (
-    r"api[-_]?key|x-api-key|apikey|key|token|access[-_]?token|refresh[-_]?token|id[-_]?token"
-    r"|auth[-_]?token|client[-_]?secret|secret|password|passwd|pwd|sig|signature"
-)
-_SCRUBS: list[tuple[re.Pattern[str], Any]] = [
-    # user:password@ in a URL (a password may hold an unencoded "@": up to the last one)
-    (re.compile(r"(//)[^/\s?#]*@"), r"\1***@"),
-    # ?api-key=..., &token=..., api_key=... in query strings and form bodies
-    (re.compile(rf"(?i)(?<![\w-])((?:{_KEY_NAMES})=)[^\s&#\"',;)]+"), r"\1***"),
-    # "api-key": "...", password: ... in JSON and header dumps
-    (
-        re.compile(
-            r"(?i)(?<![\w-])((?:api[-_]?key|x-api-key|apikey|access[-_]?token|client[-_]?secret|secret"
-            r"|password)[\"']?\s*:\s*[\"']?)[^\s\"',;}]+"
-        ),
-        r"\1***",
-    ),
-    # Authorization: <scheme> <credentials>, whatever the scheme
-    (
-        re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?)[^\s\"',;}]+"),
-        r"\1***",
-    ),
-    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+"), r"\1***"),
-    # Keys shaped like the big providers' (sk-..., sk-proj-..., sk-ant-..., hf_..., gsk_...)
-    (
-        re.compile(
-            r"(?<![\w-])(?:sk-|sk_|rk-|hf_|gsk_|xai-|ghp_|github_pat_|glpat-|r8_|AIza)[A-Za-z0-9_\-*]{16,}"
-        ),
-        "***",
-    ),
-]
-_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])")
-
-
-def _hide_basic(match: re.Match[str]) -> str:
-    """``Basic <base64 of user:password>`` loses its token; "basic authentication" stays readable."""
-    token = match.group(2)
-    try:
-        decoded = base64.b64decode(token, validate=True)
-    except ValueError:
-        return match.group(0)
-    return f"{match.group(1)}***" if b":" in decoded else match.group(0)
-
-
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without ``secrets`` (also URL-encoded) and without anything shaped like a credential.
-
-    Removes bearer and Basic credentials, ``Authorization`` values, user info in URLs, key-like
-    query and form parameters (``api-key=``, ``token=``, ``access_token=``...) and keys shaped like
-    the big providers' (``sk-...``). Scrub before you shorten: a key cut in half no longer matches.
-    """
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    for pattern, replacement in _SCRUBS:
-        text = pattern.sub(replacement, text)
-    return _BASIC.sub(_hide_basic, text)
-
-
-def _split_base_url(url: str) -> tuple[str, str | None, str | None, str]:
-    """(the URL without user info, query or fragment; the user; the password; the raw query)."""
-    parts = urllib.parse.urlsplit(url)
-    userinfo, at, host = parts.netloc.rpartition("@")
-    user = password = None
-    if at:
-        name, colon, secret = userinfo.partition(":")
-        user = urllib.parse.unquote(name)
-        password = urllib.parse.unquote(secret) if colon else None
-    public = urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
-    return public, user, password, parts.query
-
-
-class _Credentials:
-    """What a model sends but never shows: its API key, its headers' values, its extra query
-    parameters, and the user info and query string its base URL carried.
-
-    It prints as ``<credentials hidden>``, so ``vars(model)``, a debugger and a traceback's locals
-    show none of it, and ``scrub`` takes every one of them out of a text, as given and URL-encoded.
-    """
-
-    __slots__ = ("_exact", "api_key", "authorization", "extra_query", "headers", "query")
-
-    def __init__(
-        self,
-        api_key: str | None,
-        base_url: str,
-        headers: Mapping[str, str] | None = None,
-        extra_query: Mapping[str, Any] | None = None,
-    ) -> None:
-        _, user, password, query = _split_base_url(base_url)
-        self.api_key = api_key
-        self.headers = dict(headers) if headers else None
-        self.extra_query = dict(extra_query) if extra_query else None
-        self.query = query
-        """The base URL's raw query string."""
-        self.authorization: str | None = None
-        """``Basic ...`` from the base URL's user info, sent in place of the bearer key."""
-        secrets = {api_key, password, *(self.headers or {}).values()}
-        if user and password is None:
-            secrets.add(user)  # a token given as the user name: https://TOKEN@host/v1
-        if user:
-            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
-            self.authorization = f"Basic {token}"
-            secrets.add(token)
-        wire_query = self.wire_query
-        secrets.update(value for _, value in urllib.parse.parse_qsl(wire_query, keep_blank_values=True))
-        secrets.update(pair.partition("=")[2] for pair in wire_query.split("&"))  # still encoded
-        forms = {
-            form
-            for secret in secrets
-            if secret and len(secret) >= 4  # shorter "secrets" would blank out ordinary words
-            for form in (secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
-        }
-        self._exact = sorted(forms, key=len, reverse=True)  # a secret before any part of it
-
-    @property
-    def wire_query(self) -> str:
-        """The query string each request of our own client carries: the base URL's, then
-        ``extra_query``'s."""
-        extra = urllib.parse.urlencode(self.extra_query, doseq=True) if self.extra_query else ""
-        return "&".join(part for part in (self.query, extra) if part)
-
-    @property
-    def on_the_wire(self) -> bool:
-        """True when our own client needs ``_SendCredentials`` to add a query or Basic auth."""
-        return bool(self.authorization or self.query or self.extra_query)
-
-    def scrub(self, text: str) -> str:
-        return scrub(text, self._exact)
-
-    def __repr__(self) -> str:
-        return "<credentials hidden>"
-
-    __str__ = __repr__
-
-
-class _SendCredentials:
-    """An HTTP transport that adds the base URL's query and user info to each request as it leaves.
-
-    The client, its request objects, its errors and httpx's own log line (``HTTP Request: POST
-    <url>``) only ever hold the public URL; the credentials exist only in the copy of the request
-    handed to the connection. A request to another origin (a redirect) gets none of them.
-    """
-
-    def __init__(
-        self, inner: Any, request_class: Any, origin: tuple[Any, ...], query: str, authorization: str | None
-    ) -> None:
-        self._inner = inner
-        self._request_class = request_class
-        self._origin = origin
-        self._query = urllib.parse.quote(query, safe="=&;%+/:?@!$'()*,").encode("ascii")
-        self._authorization = authorization
-
-    async def handle_async_request(self, request: Any) -> Any:
-        url = request.url
-        if (url.scheme, url.host, url.port) != self._origin:
-            return await self._inner.handle_async_request(request)
-        raw_path = url.raw_path
-        if self._query:
-            raw_path += (b"&" if b"?" in raw_path else b"?") + self._query
-        headers = request.headers.copy()
-        if self._authorization:
-            headers["Authorization"] = self._authorization
-        wire = self._request_class(
-            request.method,
-            url.copy_with(raw_path=raw_path),
-            headers=headers,
-            stream=request.stream,
-            extensions=request.extensions,
-        )
-        return await self._inner.handle_async_request(wire)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _SendCredentials:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._inner.__aexit__(*exc)
-
-
-def _environment_proxy(url: str) -> str | None:
-    """The proxy HTTPS_PROXY / HTTP_PROXY / ALL_PROXY name for ``url`` (NO_PROXY honoured), as httpx
-    would pick it for a client of its own."""
-    parts = urllib.parse.urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
-        return None
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    return proxy if not proxy or "://" in proxy else f"http://{proxy}"
 
 
 def _import_openai() -> Any:
