@@ -19,15 +19,15 @@ typed errors; this module adds what a notebook needs on top:
 - **Usage is reported.** ``stream_options.include_usage`` asks for the usage chunk; when a server
   sends usage early or on every chunk (running totals), the last one counts. A stream cut by a
   Stop has no usage, and the step's usage stays unknown: never a guess dressed as a count.
-- **Readable errors, no secrets** (``nbagent.models.credentials``). Failures become ``ModelError`` with a message that says what
-  to do (401: check the key; 404: check the model name and base URL) and ``status_code`` /
-  ``retryable`` set. Every credential (the key, header values, the user info and query string of
-  ``base_url``) lives in one holder that prints as ``<credentials hidden>``. Text taken from a
-  server or an exception is scrubbed of them, and of anything shaped like one (bearer and Basic
-  credentials, ``sk-...`` keys, ``user:password@``, ``api-key=``), *before* it is shortened,
-  because some servers echo the key back. Credentials in ``base_url`` are added to each request
-  by the HTTP transport as it leaves, so the client's request objects, its errors and the HTTP
-  library's log lines only ever hold the public URL.
+- **Readable errors, no secrets** (``nbagent.models.credentials``). Failures become
+  ``ModelError`` with a message that says what to do (401: check the key; 404: check the model
+  name and base URL) and ``status_code`` / ``retryable`` set. Every credential (the key, header
+  values, the user info and query string of ``base_url``) lives in one holder that prints as
+  ``<credentials hidden>``. Text taken from a server or an exception is scrubbed of them, and of
+  anything shaped like one (bearer and Basic credentials, ``sk-...`` keys, ``user:password@``,
+  ``api-key=``), *before* it is shortened, because some servers echo the key back. Credentials in
+  ``base_url`` are added to each request by the HTTP transport as it leaves, so the client's
+  request objects, its errors and the HTTP library's log lines only ever hold the public URL.
 
 ``openai`` is an optional extra, imported when a model is created.
 """
