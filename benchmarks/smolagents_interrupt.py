@@ -59,6 +59,7 @@ def _load(name: str) -> Any:
 
 
 fakes = _load("smolagents_fakes")
+_load("local_http")  # what the server module imports
 server_kit = _load("smolagents_server")
 
 PHASE_S = 2.0

@@ -28,11 +28,13 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_http import LocalHTTPServer
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
@@ -117,7 +119,7 @@ class _Cut(Exception):
     """The script told the server to drop the connection."""
 
 
-class OpenAIServer:
+class OpenAIServer(LocalHTTPServer):
     """A scriptable chat-completions server on an ephemeral port; use as a context manager.
 
     Args:
@@ -153,56 +155,19 @@ class OpenAIServer:
         self._sockets: set[socket.socket] = set()
         self._cond = threading.Condition()
         self._serials = itertools.count(1)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-test-server"
-        )
-        self._thread.daemon = True
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        httpd.daemon_threads = True
+        self._serve(httpd, "openai-test-server")
 
     def push(self, *replies: Reply) -> None:
         """Script more replies."""
         with self._cond:
             self._replies.extend(replies)
 
-    def wait_until(self, condition: Callable[[], object], timeout: float = 20.0) -> None:
-        """Wait until ``condition()`` (evaluated under the server's lock) is true, or fail."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not condition():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"server condition not met within {timeout} s")
-                self._cond.wait(min(remaining, 0.05))
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        with self._cond:
-            sockets = list(self._sockets)
-        for sock in sockets:  # wake handlers parked on idle keep-alive connections
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._httpd.server_close()
-        self._thread.join(5)
-
     def __enter__(self) -> OpenAIServer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- the server side -------------------------------------------------------------------
-
-    def _changed(self, update: Callable[[], None]) -> None:
-        with self._cond:
-            update()
-            self._cond.notify_all()
 
     def _next_reply(
         self, body: dict[str, Any], headers: dict[str, str], query: dict[str, list[str]]

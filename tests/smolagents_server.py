@@ -27,6 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from local_http import LocalHTTPServer
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -74,7 +76,7 @@ class _Server(ThreadingHTTPServer):
 
 
 @dataclass
-class ChatServer:
+class ChatServer(LocalHTTPServer):
     """The server, on an ephemeral port; a context manager. ``default`` answers once the script ends."""
 
     replies: Iterable[Reply] = ()
@@ -87,59 +89,14 @@ class ChatServer:
         self._cond = threading.Condition()
         self._serials = itertools.count(1)
         self._sockets: set[socket.socket] = set()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="chat-test-server",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    @property
-    def root_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        self._serve(_Server(("127.0.0.1", 0), self._handler()), "chat-test-server")
 
     def push(self, *replies: Reply) -> None:
         with self._cond:
             self._script.extend(replies)
 
-    def wait_until(self, condition: Callable[[], object], timeout: float = 20.0) -> None:
-        """Wait until ``condition()`` holds (checked under the server's lock), or fail."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not condition():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"server condition not met within {timeout} s")
-                self._cond.wait(min(remaining, 0.05))
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        with self._cond:
-            sockets = list(self._sockets)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._httpd.server_close()
-        self._thread.join(5)
-
     def __enter__(self) -> ChatServer:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _changed(self, update: Callable[[], None]) -> None:
-        with self._cond:
-            update()
-            self._cond.notify_all()
 
     def _next_reply(self) -> Reply | None:
         with self._cond:
