@@ -4,23 +4,28 @@ condition over its state that tests wait on, and a close that wakes idle keep-al
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 class LocalHTTPServer:
-    """Mixin for a test server. Subclasses set ``_cond`` and ``_sockets`` (the connections open
-    now) and call ``_serve`` with their ``ThreadingHTTPServer``."""
+    """Mixin for a test server: ``_serve`` it with a ``ThreadingHTTPServer`` whose handler is a
+    ``TrackedHandler``. ``connections_opened`` and ``open_connections`` count its connections."""
 
-    _cond: threading.Condition
-    _sockets: set[socket.socket]
     _httpd: ThreadingHTTPServer
     _thread: threading.Thread
 
     def _serve(self, httpd: ThreadingHTTPServer, name: str) -> None:
+        self._cond = threading.Condition()
+        self._sockets: set[socket.socket] = set()
+        self._serials = itertools.count(1)
+        self.connections_opened = 0
+        self.open_connections = 0
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
@@ -63,3 +68,37 @@ class LocalHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class TrackedHandler(BaseHTTPRequestHandler):
+    """A keep-alive handler that registers its connection with its server (``owner``), so tests
+    can count connections and ``close`` can wake it; ``serial`` numbers the connection."""
+
+    protocol_version = "HTTP/1.1"
+    owner: LocalHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        owner = self.owner
+        self.serial = next(owner._serials)
+
+        def opened() -> None:
+            owner.connections_opened += 1
+            owner.open_connections += 1
+            owner._sockets.add(self.connection)
+
+        owner._changed(opened)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        owner = self.owner
+
+        def closed() -> None:
+            owner.open_connections -= 1
+            owner._sockets.discard(self.connection)
+
+        owner._changed(closed)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -19,13 +19,10 @@ it waits on the socket with ``select``, so a client that closes the connection i
 from __future__ import annotations
 
 import base64
-import contextlib
-import itertools
 import json
 import re
 import select
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -34,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from local_http import LocalHTTPServer
+from local_http import LocalHTTPServer, TrackedHandler
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
@@ -150,11 +147,6 @@ class OpenAIServer(LocalHTTPServer):
         self.basic_auth = basic_auth
         self.models = set(models) if models is not None else None
         self.requests: list[Request] = []
-        self.open_connections = 0
-        self.connections_opened = 0
-        self._sockets: set[socket.socket] = set()
-        self._cond = threading.Condition()
-        self._serials = itertools.count(1)
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         httpd.daemon_threads = True
         self._serve(httpd, "openai-test-server")
@@ -202,32 +194,8 @@ class OpenAIServer(LocalHTTPServer):
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                self.serial = next(server._serials)
-
-                def opened() -> None:
-                    server.open_connections += 1
-                    server.connections_opened += 1
-                    server._sockets.add(self.connection)
-
-                server._changed(opened)
-
-            def finish(self) -> None:
-                with contextlib.suppress(OSError):
-                    super().finish()
-
-                def closed() -> None:
-                    server.open_connections -= 1
-                    server._sockets.discard(self.connection)
-
-                server._changed(closed)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(TrackedHandler):
+            owner = server
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

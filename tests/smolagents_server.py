@@ -13,12 +13,9 @@ when its client went away (``time.perf_counter()``), and which connection carrie
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import select
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -27,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from local_http import LocalHTTPServer
+from local_http import LocalHTTPServer, TrackedHandler
 
 
 @dataclass(frozen=True)
@@ -82,13 +79,9 @@ class ChatServer(LocalHTTPServer):
     replies: Iterable[Reply] = ()
     default: Reply | None = None
     requests: list[Request] = field(default_factory=list)
-    connections_opened: int = 0
 
     def __post_init__(self) -> None:
         self._script: deque[Reply] = deque(self.replies)
-        self._cond = threading.Condition()
-        self._serials = itertools.count(1)
-        self._sockets: set[socket.socket] = set()
         self._serve(_Server(("127.0.0.1", 0), self._handler()), "chat-test-server")
 
     def push(self, *replies: Reply) -> None:
@@ -105,26 +98,8 @@ class ChatServer(LocalHTTPServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                self.serial = next(server._serials)
-
-                def opened() -> None:
-                    server.connections_opened += 1
-                    server._sockets.add(self.connection)
-
-                server._changed(opened)
-
-            def finish(self) -> None:
-                with contextlib.suppress(OSError):
-                    super().finish()
-                server._changed(lambda: server._sockets.discard(self.connection))
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+        class Handler(TrackedHandler):
+            owner = server
 
             def _track(self, path: str, stream: bool, body: dict[str, Any]) -> Request:
                 with server._cond:
