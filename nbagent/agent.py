@@ -18,6 +18,7 @@ from typing import Any
 from .context import RunContext
 from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
 from .models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
+from .tasks import contained, stop_within
 from .text import observation
 from .tools import Tool, ToolAbandoned, tool
 
@@ -169,15 +170,18 @@ class Agent:
         pieces: list[str] = []
         calls: list[ToolCall] = []
         reading = _Reading()
-        reader = asyncio.ensure_future(self._read_reply(ctx, pieces, calls, reading))
+        # SystemExit and the like from a model must not leave its task: they would end the loop.
+        reader = asyncio.ensure_future(
+            contained(
+                self._read_reply(ctx, pieces, calls, reading),
+                lambda exc: ModelError(f"{self.model_name}: {describe(exc)}"),
+            )
+        )
         try:
             await asyncio.wait({reader})
         except asyncio.CancelledError:
-            reader.cancel()
-            done, _ = await asyncio.wait({reader}, timeout=MODEL_GRACE_S)
+            await stop_within(reader, MODEL_GRACE_S)
             reading.abandoned = True
-            if done and not reader.cancelled():
-                reader.exception()  # retrieved: what it raised while stopping is not news
             self._keep_cut_text(pieces, "interrupted")
             raise
         if reader.cancelled():
@@ -210,24 +214,19 @@ class Agent:
         self, ctx: RunContext, pieces: list[str], calls: list[ToolCall], reading: _Reading
     ) -> None:
         specs = [t.spec for t in self.tools.values()]
-        try:
-            async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
-                async for part in parts:
-                    if reading.abandoned:
-                        return  # the run has moved on: nothing late reaches its record
-                    if isinstance(part, ModelText):
-                        pieces.append(part.text)
-                        ctx.text(part.text)
-                    elif isinstance(part, ToolCall):
-                        calls.append(part)
-                    elif isinstance(part, ModelUsage):
-                        ctx.usage(part.input_tokens, part.output_tokens, part.source)
-                    elif isinstance(part, ModelRetry):
-                        ctx.retrying(part.attempt, part.delay_s, part.reason)
-        except (Exception, asyncio.CancelledError):
-            raise
-        except BaseException as exc:  # SystemExit and the like must not leave a task: they end the loop
-            raise ModelError(f"{self.model_name}: {describe(exc)}") from None
+        async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
+            async for part in parts:
+                if reading.abandoned:
+                    return  # the run has moved on: nothing late reaches its record
+                if isinstance(part, ModelText):
+                    pieces.append(part.text)
+                    ctx.text(part.text)
+                elif isinstance(part, ToolCall):
+                    calls.append(part)
+                elif isinstance(part, ModelUsage):
+                    ctx.usage(part.input_tokens, part.output_tokens, part.source)
+                elif isinstance(part, ModelRetry):
+                    ctx.retrying(part.attempt, part.delay_s, part.reason)
 
     def _keep_cut_text(self, pieces: list[str], cut: str) -> None:
         """Keep what the model said before it was cut, so a continued run knows where it stopped."""

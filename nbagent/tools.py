@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from .errors import ToolError, describe
+from .tasks import contained, stop_within
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What OpenAI-style APIs accept as a function name."""
@@ -142,21 +143,13 @@ class ToolAbandoned(Exception):
     """A cancelled sync tool did not stop within its grace period; its thread was left to finish."""
 
 
+def _raised(name: str, exc: BaseException) -> ToolError:
+    """A tool's ``SystemExit``, ``KeyboardInterrupt`` and the like, as the tool error they become."""
+    return ToolError(f"{name} raised {describe(exc)}", tool=name)
+
+
 def _timed_out(name: str, timeout_s: float, detail: str = "") -> ToolError:
     return ToolError(f"{name} timed out after {timeout_s:g} s{detail}", tool=name)
-
-
-async def _contained(coro: Any, name: str) -> Any:
-    """Run an async tool's coroutine so nothing but its result, an ``Exception`` or its own
-    cancellation leaves it: asyncio re-raises ``SystemExit`` / ``KeyboardInterrupt`` from a task
-    out of the event loop, which would take down the runner's loop and every run on it. They
-    become a ``ToolError``, as they do for a sync tool."""
-    try:
-        return await coro
-    except (Exception, asyncio.CancelledError):
-        raise
-    except BaseException as exc:
-        raise ToolError(f"{name} raised {describe(exc)}", tool=name) from None
 
 
 class _CancelledElsewhere(ToolError):
@@ -169,21 +162,17 @@ async def _run_on_loop(coro: Any, timeout_s: float | None, grace_s: float, name:
     A tool that swallows its cancellation (a bare ``except:`` that retries) gets ``grace_s`` to
     end, as a sync tool does, and is then abandoned: the run stops, the task is left behind.
     """
-    task = asyncio.ensure_future(_contained(coro, name))
+    # SystemExit and the like become a ToolError, as they do for a sync tool.
+    task = asyncio.ensure_future(contained(coro, lambda exc: _raised(name, exc)))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
     except asyncio.CancelledError:
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=grace_s)
-        if not done:
+        if not await stop_within(task, grace_s):
             raise ToolAbandoned() from None
-        if not task.cancelled():
-            task.exception()  # retrieved: whatever the tool raised while stopping is not news
         raise
     if not done:
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=grace_s)
-        detail = "" if done else "; it ignored the cancel and was left running"
+        ended = await stop_within(task, grace_s)
+        detail = "" if ended else "; it ignored the cancel and was left running"
         raise _timed_out(name, timeout_s or 0.0, detail)
     if task.cancelled():
         raise _CancelledElsewhere(
@@ -219,7 +208,7 @@ async def _run_on_thread(
         except Exception as exc:  # delivered to the awaiting coroutine, not lost on this thread
             value, ok = exc, False
         except BaseException as exc:  # SystemExit and the like must not reach the runner's loop
-            value, ok = ToolError(f"{name} raised {describe(exc)}", tool=name), False
+            value, ok = _raised(name, exc), False
         with contextlib.suppress(RuntimeError):  # the loop is gone; nobody waits for this result
             loop.call_soon_threadsafe(deliver, ok, value)
 
