@@ -38,7 +38,9 @@ def clean(text: str) -> str:
 def clean_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
     """``value`` with every string in it (nested in plain lists, tuples and dicts) cleaned; other
     values are returned as they are. Used on tool arguments and results, usually JSON-like data.
-    A container met again inside itself (a cycle), or nested past 32 levels, is left as it is."""
+    A container with nothing to clean is returned itself, not copied (the record keeps the very
+    object the tool or agent returned); one met again inside itself (a cycle), or nested past 32
+    levels, is left as it is."""
     if isinstance(value, str):
         return clean(value)
     kind = type(value)
@@ -48,8 +50,14 @@ def clean_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
         return value
     seen = _seen | {id(value)}
     if kind is dict:
-        return {clean_value(k, seen): clean_value(v, seen) for k, v in value.items()}
-    return kind(clean_value(v, seen) for v in value)
+        items = [(clean_value(k, seen), clean_value(v, seen)) for k, v in value.items()]
+        changed = any(
+            k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)
+        )
+        return dict(items) if changed else value
+    cleaned = [clean_value(v, seen) for v in value]
+    changed = any(v is not v0 for v, v0 in zip(cleaned, value, strict=True))
+    return kind(cleaned) if changed else value
 
 
 def _placeholder(value: Any, exc: BaseException) -> str:
