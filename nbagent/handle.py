@@ -50,7 +50,10 @@ class Source(Protocol):
     @property
     def model_name(self) -> str: ...
 
-    async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any: ...
+    async def drive(self, task: str, ctx: RunContext, reset: bool = True, **options: Any) -> Any:
+        """Run ``task``, reporting through ``ctx``; ``options`` are the extra keywords given to
+        ``start`` (a source declares the ones it takes as keyword-only parameters)."""
+        ...
 
 
 _live_runs: set[Run] = set()
