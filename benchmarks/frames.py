@@ -33,9 +33,9 @@ from pathlib import Path
 import pandas as pd
 
 from nbagent import events as ev
-from nbagent.frames import STEP_COLUMNS, steps_frame
+from nbagent.analytics.frames import STEP_COLUMNS, steps_frame
+from nbagent.analytics.store import RunStore
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
-from nbagent.store import RunStore
 
 
 def synthetic_records(runs: int, steps: int) -> list[RunRecord]:

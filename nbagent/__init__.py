@@ -26,33 +26,52 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import history
-from .adapters.smolagents import records_from_smolagents
-from .agent import Agent
-from .cancel import check_interrupt
-from .config import configure
-from .demo import demo_agent
-from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, StoppedByKeyboard, ToolError
-from .models.base import ToolCall
-from .records import RunRecord, StepRecord, ToolCallRecord
-from .runner import Run, arun, interrupt_all, run, start
-from .tools import Tool, tool
+from nbagent.adapters.smolagents import records_from_smolagents
+from nbagent.agent import Agent
+from nbagent.analytics import history
+from nbagent.config import configure
+from nbagent.demo import demo_agent
+from nbagent.errors import (
+    AgentError,
+    AgentInterrupted,
+    MaxStepsReached,
+    ModelError,
+    StoppedByKeyboard,
+    ToolError,
+)
+from nbagent.models.base import ToolCall
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.runtime.cancel import check_interrupt
+from nbagent.runtime.runner import Run, arun, interrupt_all, run, start
+from nbagent.tools import Tool, tool
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from . import analysis, cost, frames, plots, store  # noqa: F401
-    from .frames import runs_frame, steps_frame, tool_calls_frame
-    from .store import RunStore
+    from nbagent.analytics import analysis, cost, frames, plots, store  # noqa: F401
+    from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
+    from nbagent.analytics.store import RunStore
 
 # Analytics load on first use, so ``import nbagent`` does not import pandas.
-_LAZY = {"RunStore": "store", "runs_frame": "frames", "steps_frame": "frames", "tool_calls_frame": "frames"}
-_SUBMODULES = {"analysis", "cost", "frames", "models", "plots", "store"}
+_LAZY = {
+    "RunStore": "analytics.store",
+    "runs_frame": "analytics.frames",
+    "steps_frame": "analytics.frames",
+    "tool_calls_frame": "analytics.frames",
+}
+_SUBMODULES = {
+    "analysis": "analytics.analysis",
+    "cost": "analytics.cost",
+    "frames": "analytics.frames",
+    "models": "models",
+    "plots": "analytics.plots",
+    "store": "analytics.store",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value

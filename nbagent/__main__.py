@@ -16,11 +16,11 @@ import threading
 from types import FrameType
 from typing import Any
 
-from . import __version__
-from .demo import DEMO_TASK, demo_agent
-from .errors import StoppedByKeyboard
-from .runner import Run, start
-from .textview import TextView
+from nbagent import __version__
+from nbagent.demo import DEMO_TASK, demo_agent
+from nbagent.errors import StoppedByKeyboard
+from nbagent.runtime.runner import Run, start
+from nbagent.view.terminal import TextView
 
 EXIT_SIGINT = 130
 DESCRIPTION = (

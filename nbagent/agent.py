@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from typing import Any
 
-from .context import RunContext
-from .errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
-from .models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
-from .tasks import contained, stop_within
-from .text import observation
-from .tools import Tool, ToolAbandoned, tool
+from nbagent.context import RunContext
+from nbagent.errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
+from nbagent.runtime.tasks import contained, stop_within
+from nbagent.text import observation
+from nbagent.tools import Tool, ToolAbandoned, tool
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 

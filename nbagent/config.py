@@ -70,7 +70,7 @@ def configure(
                     f"not {history_limit}"
                 )
         settings.history_limit = history_limit
-        from .history import trim
+        from nbagent.analytics.history import trim
 
         trim()
     return settings

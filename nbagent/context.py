@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import events as ev
-from .cancel import CancelScope
-from .errors import ModelError
-from .text import safe_text
+from nbagent import events as ev
+from nbagent.errors import ModelError
+from nbagent.runtime.cancel import CancelScope
+from nbagent.text import safe_text
 
 
 class RunContext:

@@ -18,10 +18,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .agent import Agent
-from .models.base import Message, ToolCall
-from .models.scripted import Reply, ScriptedModel
-from .tools import tool
+from nbagent.agent import Agent
+from nbagent.models.base import Message, ToolCall
+from nbagent.models.scripted import Reply, ScriptedModel
+from nbagent.tools import tool
 
 _OPERATORS: dict[type, Any] = {
     ast.Add: operator.add,

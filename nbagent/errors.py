@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .records import RunRecord
+    from nbagent.records import RunRecord
 
 
 class AgentError(Exception):
@@ -88,7 +88,7 @@ class StoppedByKeyboard(KeyboardInterrupt):
 def describe(exc: BaseException) -> str:
     """A one-line, readable description of ``exc``: its type and message (the type once, even when
     the message already starts with it). Never raises, whatever ``str(exc)`` does."""
-    from .text import safe_text
+    from nbagent.text import safe_text
 
     name = type(exc).__name__
     try:

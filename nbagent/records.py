@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import events as ev
-from .errors import ERROR_TYPES, AgentError
-from .text import clean, clean_value, safe_text, shorten
+from nbagent import events as ev
+from nbagent.errors import ERROR_TYPES, AgentError
+from nbagent.text import clean, clean_value, safe_text, shorten
 
 
 @dataclass
@@ -166,7 +166,7 @@ class RunRecord:
         return line
 
     def __str__(self) -> str:
-        from .textview import record_text
+        from nbagent.view.terminal import record_text
 
         return record_text(self)
 
@@ -182,7 +182,7 @@ class RunRecord:
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        from .htmlview import record_display_html
+        from nbagent.view.html import record_display_html
 
         return record_display_html(self)
 

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
-from .errors import ToolError, describe
-from .tasks import contained, stop_within
+from nbagent.errors import ToolError, describe
+from nbagent.runtime.tasks import contained, stop_within
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What OpenAI-style APIs accept as a function name."""

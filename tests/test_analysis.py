@@ -15,8 +15,8 @@ from conftest import wait_until
 from end_states import every_end_state, interrupted_mid_stream, success
 
 import nbagent
-from nbagent import analysis, cost, history, plots
-from nbagent.frames import json_columns, runs_frame, steps_frame, tool_calls_frame
+from nbagent.analytics import analysis, cost, history, plots
+from nbagent.analytics.frames import json_columns, runs_frame, steps_frame, tool_calls_frame
 from nbagent.models import ScriptedModel
 
 matplotlib.use("Agg")

@@ -34,7 +34,7 @@ class HeldImport:
 
 sys.meta_path.insert(0, HeldImport())
 
-from nbagent import cost
+from nbagent.analytics import cost
 from nbagent.records import RunRecord, StepRecord
 
 caller = threading.get_ident()

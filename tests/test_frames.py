@@ -13,7 +13,7 @@ from conftest import fast_model, wait_until
 from end_states import every_end_state
 
 import nbagent
-from nbagent.frames import (
+from nbagent.analytics.frames import (
     RUN_COLUMNS,
     STEP_COLUMNS,
     TOOL_CALL_COLUMNS,

@@ -15,11 +15,12 @@ from conftest import fast_model, wait_until
 from kernel_support import html_text
 
 import nbagent
-from nbagent import display, interrupts
 from nbagent.errors import StoppedByKeyboard
-from nbagent.live import BLOCKING_NOTICE, BLOCKING_TOOLTIP, LiveView
 from nbagent.models import ScriptedModel
-from nbagent.runner import Run
+from nbagent.runtime import interrupts
+from nbagent.runtime.runner import Run
+from nbagent.view import display
+from nbagent.view.live import BLOCKING_NOTICE, BLOCKING_TOOLTIP, LiveView
 
 
 def talker(words: int = 3000) -> nbagent.Agent:

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from kernel_support import html_problems, html_text
 
 import nbagent
-from nbagent import display, htmlview
 from nbagent import events as ev
-from nbagent.live import WIDGET_MIMETYPE, LiveView
 from nbagent.models import Reply, ScriptedModel, ToolCall
 from nbagent.records import StepRecord
-from nbagent.runner import Run
+from nbagent.runtime.runner import Run
+from nbagent.view import display
+from nbagent.view import html as htmlview
+from nbagent.view.live import WIDGET_MIMETYPE, LiveView
 
 CORPUS = [
     "<script>alert('x')</script>",

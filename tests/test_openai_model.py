@@ -21,11 +21,11 @@ from openai_server import OpenAIServer, Status, Stream, StreamedCall
 
 import nbagent
 from nbagent import events as ev
-from nbagent.frames import runs_frame, steps_frame
+from nbagent.analytics.frames import runs_frame, steps_frame
+from nbagent.analytics.store import RunStore
 from nbagent.models import ModelText, OpenAIChatModel
 from nbagent.models.credentials import scrub
 from nbagent.models.openai import _Reply, _retry_after
-from nbagent.store import RunStore
 
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))

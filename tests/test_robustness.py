@@ -28,7 +28,7 @@ def test_a_tool_raising_system_exit_is_a_tool_error_and_the_loop_lives_on():
     assert record.status == "success" and record.output == "still here"
     call = record.tool_calls[0]
     assert call.status == "error" and "SystemExit" in call.error
-    assert nbagent.loop.LoopThread.thread().is_alive()
+    assert nbagent.runtime.loop.LoopThread.thread().is_alive()
 
 
 def test_a_model_raising_system_exit_ends_the_run_as_an_error():
@@ -114,7 +114,7 @@ def test_ctrl_c_while_run_is_launching_does_not_hang(monkeypatch):
     def pressed():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(nbagent.handle, "runner_loop", pressed)
+    monkeypatch.setattr(nbagent.runtime.handle, "runner_loop", pressed)
     with pytest.raises(KeyboardInterrupt):
         nbagent.run(nbagent.Agent(fast_model(["never"])), "t")
 
@@ -137,7 +137,7 @@ def test_a_cooperative_tool_stopped_by_interrupt_logs_nothing(caplog):
         assert run.wait(timeout=10).tool_calls[0].status == "cancelled"
         wait_until(lambda: not run_threads())
         del run
-        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), nbagent.runner.runner_loop()).result(5)
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), nbagent.runtime.runner.runner_loop()).result(5)
         gc.collect()
     assert "never retrieved" not in caplog.text
 

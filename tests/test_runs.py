@@ -281,7 +281,7 @@ def test_many_runs_at_once_and_interrupt_all():
     records = [r.wait(timeout=10) for r in runs]
     assert {r.status for r in records} == {"interrupted"}
     assert len({r.run_id for r in records}) == 8
-    assert nbagent.runner.live_runs() == []
+    assert nbagent.runtime.runner.live_runs() == []
 
 
 def test_await_run_from_another_loop():
@@ -296,8 +296,8 @@ def test_cancelling_arun_interrupts_the_run():
     async def main():
         task = asyncio.ensure_future(nbagent.arun(slow_agent(["word " * 5000]), "task"))
         await asyncio.sleep(0)
-        wait_until(lambda: nbagent.runner.live_runs())
-        (run,) = nbagent.runner.live_runs()
+        wait_until(lambda: nbagent.runtime.runner.live_runs())
+        (run,) = nbagent.runtime.runner.live_runs()
         wait_until(lambda: run.live_text(1))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -380,6 +380,6 @@ def test_a_tool_can_run_a_sub_agent_with_await_but_not_with_a_blocking_wait():
         finally:
             await run
 
-    future = asyncio.run_coroutine_threadsafe(wait_on_the_loop(), nbagent.runner.runner_loop())
+    future = asyncio.run_coroutine_threadsafe(wait_on_the_loop(), nbagent.runtime.runner.runner_loop())
     with pytest.raises(RuntimeError, match="deadlock"):
         future.result(10)

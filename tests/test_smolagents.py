@@ -36,7 +36,7 @@ from smolagents_fakes import (
 import nbagent
 from nbagent import events as ev
 from nbagent.adapters import smolagents as adapter
-from nbagent.cancel import current_scope
+from nbagent.runtime.cancel import current_scope
 
 KINDS = [("tool", False), ("tool", True), ("code", False), ("code", True)]
 KIND_IDS = ["tools", "tools-streaming", "code", "code-streaming"]

@@ -26,9 +26,8 @@ from conftest import wait_until
 from end_states import every_end_state, fast, interrupted_mid_stream, max_steps, success
 
 import nbagent
-from nbagent.frames import runs_frame, steps_frame, tool_calls_frame
-from nbagent.models import ToolCall
-from nbagent.store import (
+from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
+from nbagent.analytics.store import (
     SCHEMA_VERSION,
     NotAStoreError,
     PendingWritesWarning,
@@ -37,6 +36,7 @@ from nbagent.store import (
     StoreError,
     StoreVersionError,
 )
+from nbagent.models import ToolCall
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,7 +175,7 @@ KILLED_WRITER = """
     import sys
     import nbagent
     from nbagent.models import ScriptedModel, ToolCall
-    from nbagent.store import RunStore
+    from nbagent.analytics.store import RunStore
 
     @nbagent.tool
     async def echo(x: int) -> int:
@@ -230,7 +230,7 @@ CONCURRENT_WRITER = """
     from pathlib import Path
     import nbagent
     from nbagent.models import ScriptedModel, ToolCall
-    from nbagent.store import RunStore
+    from nbagent.analytics.store import RunStore
 
     @nbagent.tool
     async def echo(x: int) -> int:
@@ -732,7 +732,7 @@ def test_reading_while_writes_are_pending_warns_how_many_runs_are_missing(tmp_pa
 PERMISSIONED_READER = """
     import json, sys
     from pathlib import Path
-    from nbagent.store import RunStore, StoreError
+    from nbagent.analytics.store import RunStore, StoreError
 
     path, cannot = Path(sys.argv[1]), sys.argv[2]
     probe = path if cannot == "file" else path.parent / "probe"
@@ -824,7 +824,7 @@ UNCHECKPOINTED_WRITER = """
     import os, sys
     import nbagent
     from nbagent.models import ScriptedModel
-    from nbagent.store import RunStore
+    from nbagent.analytics.store import RunStore
 
     store = RunStore(sys.argv[1])
     agent = nbagent.Agent(ScriptedModel(["done"], tokens_per_s=1e9, first_token_s=0.0))

@@ -14,7 +14,7 @@ import nbagent.text
 from nbagent import events as ev
 from nbagent.models import Reply, ToolCall
 from nbagent.records import Recorder
-from nbagent.textview import TextView, plural
+from nbagent.view.terminal import TextView, plural
 
 OSC52 = "\x1b]52;c;aGFja2Vk\x07"
 CLEAR = "\x1b[2J"
@@ -302,6 +302,6 @@ def test_record_text_is_a_readable_account():
 
 
 def test_shorten_stays_importable_from_the_view():
-    from nbagent.textview import shorten
+    from nbagent.view.terminal import shorten
 
     assert shorten is nbagent.text.shorten

@@ -47,12 +47,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import events as ev
-from ..config import settings
-from ..context import RunContext
-from ..errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
-from .smolagents_console import RunConsole, caller_capture
-from .smolagents_memory import (
+from nbagent import events as ev
+from nbagent.adapters.smolagents_console import RunConsole, caller_capture
+from nbagent.adapters.smolagents_memory import (
     agent_name,
     error_of,
     model_name,
@@ -61,8 +58,19 @@ from .smolagents_memory import (
     text_of,
     usage_of,
 )
-from .smolagents_stop import RunStopped, agent_tree
-from .smolagents_worker import Done, Entry, MaxStepsFinal, Nested, StepStarting, Worker, latest_worker
+from nbagent.adapters.smolagents_stop import RunStopped, agent_tree
+from nbagent.adapters.smolagents_worker import (
+    Done,
+    Entry,
+    MaxStepsFinal,
+    Nested,
+    StepStarting,
+    Worker,
+    latest_worker,
+)
+from nbagent.config import settings
+from nbagent.context import RunContext
+from nbagent.errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
 

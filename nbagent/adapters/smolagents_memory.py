@@ -19,8 +19,8 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import describe
-from ..records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.errors import describe
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 
 INSTALL_HINT = "smolagents is not installed: pip install 'nbagent[smolagents]'"
 

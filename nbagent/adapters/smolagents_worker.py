@@ -33,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..cancel import CancelScope, current_scope
-from ..errors import describe
-from .smolagents_console import RunConsole
-from .smolagents_memory import interrupted_step_error
-from .smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
+from nbagent.adapters.smolagents_console import RunConsole
+from nbagent.adapters.smolagents_memory import interrupted_step_error
+from nbagent.adapters.smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
+from nbagent.errors import describe
+from nbagent.runtime.cancel import CancelScope, current_scope
 
 
 @dataclass(frozen=True, slots=True)

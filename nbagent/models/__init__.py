@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Message, Model, ModelPart, ModelRetry, ModelText, ModelUsage, ToolCall, ToolSpec
-from .scripted import Reply, ScriptedModel
+from nbagent.models.base import (
+    Message,
+    Model,
+    ModelPart,
+    ModelRetry,
+    ModelText,
+    ModelUsage,
+    ToolCall,
+    ToolSpec,
+)
+from nbagent.models.scripted import Reply, ScriptedModel
 
 if TYPE_CHECKING:
-    from .openai import OpenAIChatModel
+    from nbagent.models.openai import OpenAIChatModel
 
 __all__ = [
     "Message",
@@ -28,7 +37,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The openai client is an optional extra: import it only when asked for.
     if name == "OpenAIChatModel":
-        from .openai import OpenAIChatModel
+        from nbagent.models.openai import OpenAIChatModel
 
         return OpenAIChatModel
     raise AttributeError(f"module 'nbagent.models' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import UsageSource
+from nbagent.events import UsageSource
 
 Message = dict[str, Any]
 """A chat message in the OpenAI format: ``{"role": ..., "content": ..., "tool_calls": ...}``."""

@@ -48,8 +48,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelError
-from .base import (
+from nbagent.errors import ModelError
+from nbagent.models.base import (
     Message,
     Model,
     ModelPart,
@@ -60,7 +60,7 @@ from .base import (
     ToolSpec,
     new_call_id,
 )
-from .credentials import _Credentials, _environment_proxy, _SendCredentials, _split_base_url
+from nbagent.models.credentials import _Credentials, _environment_proxy, _SendCredentials, _split_base_url
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 

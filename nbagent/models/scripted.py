@@ -14,9 +14,9 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ModelError
-from ..text import observation
-from .base import Message, Model, ModelPart, ModelText, ModelUsage, ToolCall, ToolSpec
+from nbagent.errors import ModelError
+from nbagent.models.base import Message, Model, ModelPart, ModelText, ModelUsage, ToolCall, ToolSpec
+from nbagent.text import observation
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 

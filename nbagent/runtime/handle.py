@@ -1,9 +1,9 @@
 """``Run``: the handle on one run, and everything that runs on the runner's loop for it.
 
 A ``Run`` is built on the caller's thread (``nbagent.start``), records its ``RunStarted`` there so
-``run.record`` exists at once, and submits ``_main`` to the runner's loop (``nbagent.loop``). On the
+``run.record`` exists at once, and submits ``_main`` to the runner's loop (``nbagent.runtime.loop``). On the
 loop, ``_main`` drives the source, turns however it ended into one ``RunFinished`` (an interrupt
-accepted before the end always wins: see ``nbagent.cancel``), waits for sinks that write
+accepted before the end always wins: see ``nbagent.runtime.cancel``), waits for sinks that write
 elsewhere (a store's rows), and completes the handle's future exactly once. Waiting on it is the
 caller's side: ``wait()`` blocks in slices (Ctrl-C interrupts the run, then raises
 ``StoppedByKeyboard`` once the record is complete), ``await run`` waits on the caller's loop.
@@ -27,15 +27,15 @@ from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from . import cost, history
-from . import events as ev
-from .cancel import CancelScope, InterruptMode, current_scope
-from .context import RunContext
-from .errors import AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
-from .interrupts import blocking_wait, sigint_stops
-from .loop import LoopThread, runner_loop
-from .records import Recorder, RunRecord
-from .text import shorten
+from nbagent import events as ev
+from nbagent.analytics import cost, history
+from nbagent.context import RunContext
+from nbagent.errors import AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
+from nbagent.records import Recorder, RunRecord
+from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
+from nbagent.runtime.interrupts import blocking_wait, sigint_stops
+from nbagent.runtime.loop import LoopThread, runner_loop
+from nbagent.text import shorten
 
 logger = logging.getLogger("nbagent")
 
@@ -61,14 +61,17 @@ _live_lock = threading.Lock()
 
 
 def as_source(agent: Any) -> Source:
-    """The runnable form of ``agent``: itself if native, an adapter for a smolagents agent."""
+    """The runnable form of ``agent``: itself if native, else its framework's adapter."""
     if hasattr(agent, "drive"):
         return agent
-    from .adapters import smolagents as adapter
+    from nbagent.adapters import source_for
 
-    if adapter.is_smolagents_agent(agent):
-        return adapter.SmolagentsSource(agent)
-    raise TypeError(f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent or a smolagents agent")
+    source = source_for(agent)
+    if source is None:
+        raise TypeError(
+            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent or a smolagents agent"
+        )
+    return source
 
 
 class Run:
@@ -111,7 +114,7 @@ class Run:
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False
-        """Set by the SIGINT handler of an ``await`` of this run (``nbagent.interrupts``)."""
+        """Set by the SIGINT handler of an ``await`` of this run (``nbagent.runtime.interrupts``)."""
         self._recorder = Recorder()
         self._sinks: list[Sink] = list(sinks)
         self._failed_sinks: set[int] = set()

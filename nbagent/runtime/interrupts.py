@@ -58,8 +58,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .live import LiveView
-    from .runner import Run
+    from nbagent.runtime.runner import Run
+    from nbagent.view.live import LiveView
 
 
 class BlockingWaitWarning(UserWarning):
@@ -260,10 +260,10 @@ def _held_views(run: Run) -> list[LiveView]:
     """The live views of ``run`` that a blocking wait on this thread makes unclickable."""
     if threading.current_thread() is not threading.main_thread() or run.done():
         return []
-    live = sys.modules.get("nbagent.live")  # no view was ever built unless it is imported
+    live = sys.modules.get("nbagent.view.live")  # no view was ever built unless it is imported
     if live is None:
         return []
-    from .display import in_kernel
+    from nbagent.view.display import in_kernel
 
     return live.views_of(run) if in_kernel() else []
 

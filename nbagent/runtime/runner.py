@@ -8,8 +8,8 @@ Jupyter's interrupt (``KeyboardInterrupt`` in the main thread) becomes an interr
 ``arun()`` and ``await run`` wait without blocking the kernel, and cancelling them stops the run.
 
 This module is the public face (``start``, ``run``, ``arun``, ``interrupt_all``): it builds a
-``Run`` (``nbagent.handle``), attaches the store and the view, and starts it on the loop
-(``nbagent.loop``). When a loop dies, the runs it carried are ended here.
+``Run`` (``nbagent.runtime.handle``), attaches the store and the view, and starts it on the loop
+(``nbagent.runtime.loop``). When a loop dies, the runs it carried are ended here.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from . import cost
-from .cancel import InterruptMode
-from .config import settings
-from .errors import AgentError
-from .handle import (
+from nbagent.analytics import cost
+from nbagent.config import settings
+from nbagent.errors import AgentError
+from nbagent.records import RunRecord
+from nbagent.runtime.cancel import InterruptMode
+from nbagent.runtime.handle import (
     SINK_DRAIN_TIMEOUT_S,
     Run,
     Sink,
@@ -32,8 +33,7 @@ from .handle import (
     as_source,
     live_runs,
 )
-from .loop import LoopThread, runner_loop
-from .records import RunRecord
+from nbagent.runtime.loop import LoopThread, runner_loop
 
 
 def _prepare(
@@ -55,7 +55,7 @@ def _prepare(
     if display is None:
         display = settings.display if settings.display is not None else True
     if display:
-        from .display import show_run
+        from nbagent.view.display import show_run
 
         show_run(run)
         run.shown = True

@@ -64,8 +64,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .records import RunRecord, StepRecord, ToolCallRecord
-from .text import clean, safe_text
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.text import clean, safe_text
 
 UTC_NS = "datetime64[ns, UTC]"
 
@@ -312,7 +312,7 @@ def _objects(values: Iterable[Any], size: int) -> np.ndarray:
 
 
 def _costs(runs: list[RunRecord]) -> list[float | None]:
-    from .cost import record_cost
+    from nbagent.analytics.cost import record_cost
 
     def cost(record: RunRecord) -> float | None:
         try:

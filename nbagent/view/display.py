@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from nbagent.runtime.runner import Run
 
 FrontEnd = Literal["widgets", "text"]
 
@@ -85,12 +85,12 @@ def shown_in_this_cell(run_id: str) -> bool:
 def show_run(run: Run) -> None:
     """Attach the view that fits the front end to ``run`` and show it. Before the run starts."""
     if front_end() == "widgets":
-        from .live import LiveView
+        from nbagent.view.live import LiveView
 
         view = LiveView(run)
         run.add_sink(view)
         view.display()
     else:
-        from .textview import TextView
+        from nbagent.view.terminal import TextView
 
         run.add_sink(TextView())

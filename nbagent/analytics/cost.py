@@ -40,7 +40,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .records import RunRecord
+    from nbagent.records import RunRecord
 
 EXTRA_HINT = "pip install 'nbagent[cost]'"
 

@@ -28,9 +28,9 @@ import textwrap
 import threading
 from typing import Any, TextIO
 
-from . import events as ev
-from .records import Recorder, RunRecord, StepRecord
-from .text import safe_text, shorten, terminal_safe
+from nbagent import events as ev
+from nbagent.records import Recorder, RunRecord, StepRecord
+from nbagent.text import safe_text, shorten, terminal_safe
 
 __all__ = ["TextView", "plural", "record_text", "shorten", "summary_line"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .frames import Records, as_records, runs_frame, steps_frame, tool_calls_frame
+from nbagent.analytics.frames import Records, as_records, runs_frame, steps_frame, tool_calls_frame
 
 EXTRA_HINT = "pip install 'nbagent[plots]'"
 

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .errors import AgentError
+from nbagent.errors import AgentError
 
 T = TypeVar("T")
 

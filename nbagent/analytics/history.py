@@ -14,8 +14,8 @@ from collections import deque as _deque
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from .config import settings as _settings
-from .records import RunRecord
+from nbagent.config import settings as _settings
+from nbagent.records import RunRecord
 
 if _TYPE_CHECKING:
     import pandas as pd
@@ -97,21 +97,21 @@ def last() -> RunRecord:
 
 def runs() -> pd.DataFrame:
     """One row per run (see ``nbagent.frames`` for the columns)."""
-    from .frames import runs_frame
+    from nbagent.analytics.frames import runs_frame
 
     return runs_frame(records())
 
 
 def steps() -> pd.DataFrame:
     """One row per step of every run."""
-    from .frames import steps_frame
+    from nbagent.analytics.frames import steps_frame
 
     return steps_frame(records())
 
 
 def tool_calls() -> pd.DataFrame:
     """One row per tool call of every run."""
-    from .frames import tool_calls_frame
+    from nbagent.analytics.frames import tool_calls_frame
 
     return tool_calls_frame(records())
 
@@ -121,28 +121,28 @@ def summary(**options: _Any) -> pd.DataFrame:
 
     ``options`` go to ``nbagent.analysis.summary`` (e.g. ``by="task"``).
     """
-    from .analysis import summary as summarize
+    from nbagent.analytics.analysis import summary as summarize
 
     return summarize(records(), **options)
 
 
 def plot_timeline(run_id: str | None = None, ax: _Any = None) -> _Any:
     """Gantt chart of steps and tool calls: of one run, or of every run side by side."""
-    from .plots import timeline
+    from nbagent.analytics.plots import timeline
 
     return timeline(records(), run_id=run_id, ax=ax)
 
 
 def plot_tokens(run_id: str | None = None, ax: _Any = None) -> _Any:
     """Input and output tokens per step: of one run, or the mean over runs by step number."""
-    from .plots import tokens
+    from nbagent.analytics.plots import tokens
 
     return tokens(records(), run_id=run_id, ax=ax)
 
 
 def plot_durations(of: str = "runs", by: str | None = None, ax: _Any = None) -> _Any:
     """Histogram of the durations of runs, steps or tool calls, split by status or kind."""
-    from .plots import durations
+    from nbagent.analytics.plots import durations
 
     return durations(records(), of=of, by=by, ax=ax)
 

@@ -25,7 +25,7 @@ if it fails for good, it is logged and the next write rewrites the whole run so 
 never sees a database error. No value can fail a write either: text that is not valid UTF-8
 (lone surrogates) is stored with backslash escapes, and a value that refuses to become JSON or
 text (a raising ``__repr__``, ``2 ** 20000``) is stored as a readable placeholder
-(``nbagent.store_schema``). A run still marked running whose writer process is gone reads back
+(``nbagent.analytics.store.schema``). A run still marked running whose writer process is gone reads back
 as ``"unfinished"`` (a writer on another host cannot be checked, so its runs read as running).
 
 Reading needs no write access. ``RunStore(path, readonly=True)``, or any store whose file or
@@ -55,9 +55,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import events as ev
-from .records import RunRecord
-from .store_file import (
+from nbagent import events as ev
+from nbagent.analytics.store.file import (
     CleaningConnection,
     NotAStoreError,
     ReadOnlyStoreError,
@@ -70,8 +69,9 @@ from .store_file import (
     retrying,
     why_not_writable,
 )
-from .store_schema import SCHEMA_VERSION, UNFINISHED_ERROR, put_whole_run, read_records
-from .store_writer import RunWriter, WriteQueue, this_writer, writer_gone
+from nbagent.analytics.store.schema import SCHEMA_VERSION, UNFINISHED_ERROR, put_whole_run, read_records
+from nbagent.analytics.store.writer import RunWriter, WriteQueue, this_writer, writer_gone
+from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -315,18 +315,18 @@ class RunStore:
 
     def runs(self) -> pd.DataFrame:
         """One row per stored run (``nbagent.frames.runs_frame``)."""
-        from .frames import runs_frame
+        from nbagent.analytics.frames import runs_frame
 
         return runs_frame(self._read(None))
 
     def steps(self) -> pd.DataFrame:
         """One row per stored step (``nbagent.frames.steps_frame``)."""
-        from .frames import steps_frame
+        from nbagent.analytics.frames import steps_frame
 
         return steps_frame(self._read(None))
 
     def tool_calls(self) -> pd.DataFrame:
         """One row per stored tool call (``nbagent.frames.tool_calls_frame``)."""
-        from .frames import tool_calls_frame
+        from nbagent.analytics.frames import tool_calls_frame
 
         return tool_calls_frame(self._read(None))

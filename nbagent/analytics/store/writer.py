@@ -24,14 +24,23 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import events as ev
-from .records import Recorder, RunRecord, StepRecord
-from .store_schema import PUT_CALL, PUT_RUN, PUT_STEP, Writer, call_row, put_whole_run, run_row, step_row
+from nbagent import events as ev
+from nbagent.analytics.store.schema import (
+    PUT_CALL,
+    PUT_RUN,
+    PUT_STEP,
+    Writer,
+    call_row,
+    put_whole_run,
+    run_row,
+    step_row,
+)
+from nbagent.records import Recorder, RunRecord, StepRecord
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from .store import RunStore
+    from nbagent.analytics.store import RunStore
 
 logger = logging.getLogger("nbagent")
 

@@ -16,13 +16,13 @@ Rules that keep it fast and safe:
   tokens stream, and sends only what changed: the header (its clock), the summary when the totals
   moved, and the HTML of the current step. A finished step is rendered once and then frozen, so a
   flush costs O(current step), not O(run); its time bar follows the run's length through a CSS
-  variable the header carries (see ``nbagent.htmlview``).
+  variable the header carries (see ``nbagent.view.html``).
 - Final. ``RunFinished`` flushes at once from the run's final record: the badge shows the end
   state, errors stay on screen in red, the buttons are disabled. When the view was displayed, its
   output is then replaced by the same picture as static HTML (without buttons: nothing in it can
   be clicked), so a saved notebook shows the final state without needing widget state.
 - Honest buttons. A click cannot reach the kernel while a cell blocks in ``run.wait()`` or
-  ``nbagent.run()``; ``nbagent.interrupts.blocking_wait`` then calls ``block()``, and the buttons
+  ``nbagent.run()``; ``nbagent.runtime.interrupts.blocking_wait`` then calls ``block()``, and the buttons
   are disabled with a notice saying what works instead until ``unblock()``.
 - Queued. A run waiting for an earlier run of the same agent shows "queued · after run …" until
   its turn (``RunDequeued``); its clock starts then.
@@ -43,9 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from . import events as ev
-from .display import note_shown
-from .htmlview import (
+from nbagent import events as ev
+from nbagent.records import RunRecord
+from nbagent.text import shorten
+from nbagent.view.display import note_shown
+from nbagent.view.html import (
     STYLE,
     TASK_LIMIT,
     ToolCallCache,
@@ -56,12 +58,10 @@ from .htmlview import (
     summary_html,
     total_style,
 )
-from .records import RunRecord
-from .text import shorten
-from .textview import record_text
+from nbagent.view.terminal import record_text
 
 if TYPE_CHECKING:
-    from .runner import Run
+    from nbagent.runtime.runner import Run
 
 logger = logging.getLogger("nbagent")
 
@@ -115,7 +115,7 @@ class LiveView:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if loop is None:
-            from .runner import runner_loop
+            from nbagent.runtime.runner import runner_loop
 
             loop = runner_loop()
         self.run = run

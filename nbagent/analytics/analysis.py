@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .frames import Records, as_records, runs_frame, steps_frame
+from nbagent.analytics.frames import Records, as_records, runs_frame, steps_frame
 
 SUMMARY_COLUMNS: dict[str, str] = {
     "runs": "Int64",

@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .store_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
-from .text import clean, safe_text
+from nbagent.analytics.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
+from nbagent.text import clean, safe_text
 
 _RETRIES = 4
 

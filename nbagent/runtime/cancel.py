@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Literal
 
-from .errors import AgentInterrupted
+from nbagent.errors import AgentInterrupted
 
 InterruptMode = Literal["now", "after_step"]
 

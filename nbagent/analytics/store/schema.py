@@ -8,7 +8,7 @@ one sitting. Three rules shape it:
   take, a string may hold lone surrogates. ``to_json`` tries plain JSON first (the common case
   costs one encoder call), then a walk that turns each part JSON cannot hold into its
   ``nbagent.text.safe_text`` text, then the whole value's ``safe_text``; it never raises.
-  Every parameter of every statement then passes through ``nbagent.store_file.storable``.
+  Every parameter of every statement then passes through ``nbagent.analytics.store.file.storable``.
 - **Columns are named, not positional,** in every write and read, so a table that grew by
   migration (new columns at the end) and a freshly created one are written the same way, and a
   store of an older schema can be *read* without migrating it: a column it lacks reads as its
@@ -26,8 +26,8 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from .records import RunRecord, StepRecord, ToolCallRecord
-from .text import clean, safe_text
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.text import clean, safe_text
 
 SCHEMA_VERSION = 3
 

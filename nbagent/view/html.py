@@ -1,6 +1,6 @@
 """Static HTML of a run: the pieces the live view updates, and a whole ``RunRecord`` at once.
 
-One renderer serves two callers. The live widget view (``nbagent.live``) puts ``head_html``,
+One renderer serves two callers. The live widget view (``nbagent.view.live``) puts ``head_html``,
 ``summary_html`` and one ``step_html`` per step into separate HTML widgets, so a tick re-sends only
 the piece that changed; ``record_html`` joins the same pieces into one page fragment for the final
 state a saved notebook keeps, and ``record_display_html`` is what a ``RunRecord`` shows as a cell's
@@ -27,9 +27,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from . import events as ev
-from .records import RunRecord, StepRecord, ToolCallRecord
-from .text import clean, safe_text, shorten
+from nbagent import events as ev
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.text import clean, safe_text, shorten
 
 TEXT_HEAD = 600
 TEXT_TAIL = 2400
@@ -427,7 +427,7 @@ def record_display_html(record: RunRecord) -> str:
     The whole static view, except in the cell that displayed the run's live view: there
     (``record = await run`` or ``nbagent.run(...)`` as the last line) the view above already shows
     the run, so the record is one line instead of the same run twice. Never raises."""
-    from .display import shown_in_this_cell
+    from nbagent.view.display import shown_in_this_cell
 
     if shown_in_this_cell(record.run_id):
         return record_line_html(record)
