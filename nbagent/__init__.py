@@ -10,14 +10,22 @@ Start here::
 The calls:
 
 - ``start(agent, task)`` → ``Run`` (``interrupt()``, ``record``, ``await run``); ``run(...)`` blocks;
-  ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or a smolagents agent.
+  ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or an agent of
+  smolagents, pydantic-ai or the OpenAI Agents SDK (``records_from_*`` read their plain runs).
+- ``batch(make_agent, tasks)`` → ``Batch``: many tasks, one live table, one Stop, resume from a store;
+  ``run_batch`` blocks; ``RayBackend`` scales out.
+- Guardrails: ``start(..., limits=Limits(...))`` ends a run ``"limit"``; ``@tool(requires_approval=True)``
+  or ``approve=`` makes calls wait for Approve / Deny (``run.approve``, ``run.deny``).
+- Explore: ``show(run_id)``, ``browse(store)``, ``compare(a, b)``, ``compare_frame``,
+  ``record.to_html(path)``; ``nbagent.otel`` exports runs as OpenTelemetry spans.
 - ``Agent(model, tools)``, ``@tool``, ``check_interrupt()``; models in ``nbagent.models``.
 - ``RunRecord`` / ``StepRecord`` / ``ToolCallRecord``: the account of a run in every end state.
 - ``history``: this process's runs as DataFrames (``runs()``, ``steps()``, ``tool_calls()``,
   ``summary()``, plots); ``RunStore``: the same, persisted in SQLite; ``runs_frame`` /
   ``steps_frame`` / ``tool_calls_frame`` from any records.
-- ``configure(store=, display=, quiet_smolagents=, history_limit=)``: process-wide defaults.
-- Errors: ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``, ``MaxStepsReached``;
+- ``configure(store=, display=, limits=, quiet_smolagents=, history_limit=)``: process-wide defaults.
+- Errors: ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``, ``MaxStepsReached``,
+  ``LimitExceeded``;
   ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) after Ctrl-C stopped a run you waited on.
 """
 
@@ -29,16 +37,19 @@ from typing import TYPE_CHECKING, Any
 from nbagent.adapters.smolagents import records_from_smolagents
 from nbagent.agent import Agent
 from nbagent.analytics import history
+from nbagent.batches import Batch, BatchStoppedByKeyboard, LocalBackend, batch, run_batch
 from nbagent.config import configure
 from nbagent.demo import demo_agent
 from nbagent.errors import (
     AgentError,
     AgentInterrupted,
+    LimitExceeded,
     MaxStepsReached,
     ModelError,
     StoppedByKeyboard,
     ToolError,
 )
+from nbagent.guardrails import ApprovalCall, Limits, PendingApproval
 from nbagent.models.base import ToolCall
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.runtime.cancel import check_interrupt
@@ -48,9 +59,16 @@ from nbagent.tools import Tool, tool
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from nbagent import explore, otel  # noqa: F401
+    from nbagent.adapters.openai_agents_records import records_from_openai_agents
+    from nbagent.adapters.pydantic_ai_records import records_from_pydantic_ai
     from nbagent.analytics import analysis, cost, frames, plots, store  # noqa: F401
     from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
     from nbagent.analytics.store import RunStore
+    from nbagent.batches.ray import RayBackend
+    from nbagent.explore.browser import browse
+    from nbagent.explore.comparison import compare, compare_frame
+    from nbagent.explore.lookup import show
 
 # Analytics load on first use, so ``import nbagent`` does not import pandas.
 _LAZY = {
@@ -58,12 +76,21 @@ _LAZY = {
     "runs_frame": "analytics.frames",
     "steps_frame": "analytics.frames",
     "tool_calls_frame": "analytics.frames",
+    "RayBackend": "batches.ray",
+    "show": "explore.lookup",
+    "browse": "explore.browser",
+    "compare": "explore.comparison",
+    "compare_frame": "explore.comparison",
+    "records_from_pydantic_ai": "adapters.pydantic_ai_records",
+    "records_from_openai_agents": "adapters.openai_agents_records",
 }
 _SUBMODULES = {
     "analysis": "analytics.analysis",
     "cost": "analytics.cost",
     "frames": "analytics.frames",
+    "explore": "explore",
     "models": "models",
+    "otel": "otel",
     "plots": "analytics.plots",
     "store": "analytics.store",
 }
@@ -83,8 +110,16 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentInterrupted",
+    "ApprovalCall",
+    "Batch",
+    "BatchStoppedByKeyboard",
+    "LimitExceeded",
+    "Limits",
+    "LocalBackend",
     "MaxStepsReached",
     "ModelError",
+    "PendingApproval",
+    "RayBackend",
     "Run",
     "RunRecord",
     "RunStore",
@@ -95,15 +130,23 @@ __all__ = [
     "ToolCallRecord",
     "ToolError",
     "arun",
+    "batch",
+    "browse",
     "check_interrupt",
+    "compare",
+    "compare_frame",
     "configure",
     "demo_agent",
     "history",
     "interrupt_all",
     "models",
+    "records_from_openai_agents",
+    "records_from_pydantic_ai",
     "records_from_smolagents",
     "run",
+    "run_batch",
     "runs_frame",
+    "show",
     "start",
     "steps_frame",
     "tool",

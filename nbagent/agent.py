@@ -17,6 +17,14 @@ from typing import Any
 
 from nbagent.context import RunContext
 from nbagent.errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.guardrails.approvals import (
+    ApprovalCall,
+    ApprovalPolicy,
+    check_policy,
+    denial_observation,
+    policy_wants,
+)
+from nbagent.guardrails.limits import PromptEstimate
 from nbagent.models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
 from nbagent.runtime.tasks import contained, stop_within
 from nbagent.text import observation
@@ -68,6 +76,9 @@ class Agent:
         instructions: the system prompt.
         max_steps: how many model turns a run may take before it ends ``"max_steps"``.
         name: shown in the live view and the frames; defaults to ``"Agent"``.
+        approve: which tool calls wait for a person's approval in every run of this agent: True,
+            tool names, or a predicate on an ``ApprovalCall`` (besides the tools marked
+            ``@tool(requires_approval=True)`` and the run's own ``approve=``).
     """
 
     def __init__(
@@ -77,8 +88,10 @@ class Agent:
         instructions: str | None = None,
         max_steps: int = 10,
         name: str | None = None,
+        approve: ApprovalPolicy = None,
     ) -> None:
         _check_max_steps(max_steps)
+        self.approve = check_policy(approve)
         if not callable(getattr(model, "stream", None)):
             hint = f" (a model name such as {model!r})" if isinstance(model, str) else ""
             raise TypeError(
@@ -101,6 +114,7 @@ class Agent:
         self.max_steps = max_steps
         self.name = name or "Agent"
         self.memory: list[Message] = []
+        self._prompt_estimate = PromptEstimate()  # the prompt size checked before each request
         self._turn: asyncio.Lock | None = None
         self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._turn_holder: str | None = None
@@ -170,6 +184,9 @@ class Agent:
         pieces: list[str] = []
         calls: list[ToolCall] = []
         reading = _Reading()
+        ctx.model_starting(self._prompt_estimate.of(self.memory))
+        if ctx.scope.interrupted:  # a budget refused this request: nothing is sent
+            raise asyncio.CancelledError()
         # SystemExit and the like from a model must not leave its task: they would end the loop.
         reader = asyncio.ensure_future(
             contained(
@@ -193,6 +210,7 @@ class Agent:
             if isinstance(exc, AgentError):
                 raise exc
             raise ModelError(f"{self.model_name}: {describe(exc)}") from exc
+        ctx.model_ended()
         text = "".join(pieces)
         message: Message = {"role": "assistant", "content": text}
         if calls:
@@ -233,11 +251,34 @@ class Agent:
         if pieces:
             self.memory.append({"role": "assistant", "content": "".join(pieces) + f" [{cut}]"})
 
+    def _wants_approval(self, ctx: RunContext, call: ToolCall) -> bool:
+        found = self.tools.get(call.name)
+        required = found is not None and found.requires_approval
+        return ctx.approvals.wants(call.name, call.arguments, call.id, required=required) or policy_wants(
+            self.approve, ApprovalCall(call.name, call.arguments, call.id)
+        )
+
     async def _run_tools(self, ctx: RunContext, calls: list[ToolCall]) -> None:
         answered: set[str] = set()
         try:
+            # Every call of the step that needs approval is pending at once: decided together.
+            waiting = {call.id for call in calls if self._wants_approval(ctx, call)}
             for call in calls:
-                result = await self._run_tool(ctx, call)
+                if call.id in waiting:
+                    ctx.tool_started(call.id, call.name, call.arguments)
+                    ctx.approvals.request(ctx, call.id, call.name, call.arguments)
+            if ctx.scope.interrupted:  # a budget (max_tool_calls) stopped the run: nothing runs
+                raise asyncio.CancelledError()
+            for call in calls:
+                if call.id in waiting:
+                    decision = await ctx.approvals.wait(ctx, call.id)
+                    if not decision.approved:
+                        ctx.tool_finished(call.id, "denied", error=decision.reason or "denied")
+                        result = denial_observation(decision.reason)
+                    else:
+                        result = await self._run_tool(ctx, call, started=True)
+                else:
+                    result = await self._run_tool(ctx, call)
                 self.memory.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 answered.add(call.id)
                 if ctx.scope.interrupted:  # a Stop that landed as the tool returned still stops
@@ -250,10 +291,15 @@ class Agent:
                         {"role": "tool", "tool_call_id": call.id, "content": INTERRUPTED_TOOL_RESULT}
                     )
 
-    async def _run_tool(self, ctx: RunContext, call: ToolCall) -> str:
-        """Run one tool call; return the observation the model will see."""
+    async def _run_tool(self, ctx: RunContext, call: ToolCall, started: bool = False) -> str:
+        """Run one tool call; return the observation the model will see. ``started``: the call
+        was reported already (it waited for its approval)."""
         arguments: Any = call.arguments
-        ctx.tool_started(call.id, call.name, arguments)
+        if not started:
+            ctx.tool_started(call.id, call.name, arguments)
+            if ctx.scope.interrupted:  # a budget (max_tool_calls) stopped the run: it does not run
+                ctx.tool_finished(call.id, "cancelled", error="interrupted")
+                raise asyncio.CancelledError()
         try:
             if isinstance(arguments, str):
                 try:

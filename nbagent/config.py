@@ -29,6 +29,10 @@ class Settings:
     history_limit: int | None = 1000
     """How many finished runs ``nbagent.history`` keeps in memory (the oldest go first; None
     keeps all). A ``RunStore`` is where every run is kept."""
+    limits: Any = None
+    """``nbagent.Limits`` every run gets unless ``start(limits=...)`` gives others."""
+    approval_timeout_s: float | None = None
+    """Seconds a tool call waits for approval before it is denied ("timed out"); None: no end."""
 
 
 settings = Settings()
@@ -40,6 +44,8 @@ def configure(
     display: bool | None = UNCHANGED,
     quiet_smolagents: bool = UNCHANGED,
     history_limit: int | None = UNCHANGED,
+    limits: Any = UNCHANGED,
+    approval_timeout_s: float | None = UNCHANGED,
 ) -> Settings:
     """Set process-wide defaults; returns the settings. Only the options you pass change.
 
@@ -49,7 +55,25 @@ def configure(
         quiet_smolagents: silence smolagents' own console output while nbagent shows the run.
         history_limit: how many finished runs ``nbagent.history`` keeps in memory (default
             1000; None keeps every run). Older runs are dropped from memory, not from a store.
+        limits: ``nbagent.Limits`` for every run (None: no limits); ``start(limits=)`` overrides.
+        approval_timeout_s: seconds before an undecided approval is denied (None: no end).
     """
+    if limits is not UNCHANGED:
+        from nbagent.guardrails.limits import Limits
+
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be nbagent.Limits(...) or None, not {type(limits).__name__}")
+        settings.limits = limits
+    if approval_timeout_s is not UNCHANGED:
+        if approval_timeout_s is not None and (
+            isinstance(approval_timeout_s, bool)
+            or not isinstance(approval_timeout_s, (int, float))
+            or not approval_timeout_s > 0
+        ):
+            raise ValueError(
+                f"approval_timeout_s must be a positive number or None, not {approval_timeout_s!r}"
+            )
+        settings.approval_timeout_s = approval_timeout_s
     if store is not UNCHANGED:
         settings.store = store
     if display is not UNCHANGED:

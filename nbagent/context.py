@@ -13,6 +13,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent.errors import ModelError
+from nbagent.guardrails.approvals import Approvals
 from nbagent.runtime.cancel import CancelScope
 from nbagent.text import safe_text
 
@@ -32,6 +33,8 @@ class RunContext:
         """True when a view shows the run (a source may then silence its own console output)."""
         self.messages: list[dict[str, Any]] | None = None
         """Set by the source: the conversation the model saw, kept in the record at the end."""
+        self.approvals: Approvals = Approvals()
+        """The run's pending approvals: a source asks them before a call that needs one runs."""
 
     def queued(self, after_run_id: str | None) -> None:
         """The run must wait for ``after_run_id`` (another run of the same agent) to end."""
@@ -61,6 +64,15 @@ class RunContext:
                     "non-negative int, or None when unknown"
                 )
         self.emit(ev.Usage(self.run_id, self.step, time.perf_counter(), input_tokens, output_tokens, source))
+
+    def model_starting(self, prompt_tokens: int) -> None:
+        """A model request is about to be sent, with a prompt of about ``prompt_tokens``. A limit
+        on input tokens may stop the run here: check ``scope.interrupted`` before sending."""
+        self.emit(ev.ModelCallStarting(self.run_id, self.step, time.perf_counter(), prompt_tokens))
+
+    def model_ended(self) -> None:
+        """The step's model call has its whole reply (``StepRecord.model_ended_at``)."""
+        self.emit(ev.ModelCallEnded(self.run_id, self.step, time.perf_counter()))
 
     def retrying(self, attempt: int, delay_s: float, reason: str) -> None:
         self.emit(ev.Retrying(self.run_id, self.step, time.perf_counter(), attempt, delay_s, reason))

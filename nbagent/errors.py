@@ -69,6 +69,18 @@ class MaxStepsReached(AgentError):
         self.output = output
 
 
+class LimitExceeded(AgentError):
+    """A budget of the run's ``Limits`` tripped (tokens, cost, time, tool calls, steps, wait).
+
+    The run stopped as a Stop does and its record is as complete; its status is ``"limit"`` and
+    ``stop_reason`` (also ``limit`` here) names the limit, e.g. ``"max_cost_usd"``.
+    """
+
+    def __init__(self, message: str, *, record: RunRecord | None = None, limit: str | None = None) -> None:
+        super().__init__(message, record=record)
+        self.limit = limit if limit is not None else getattr(record, "stop_reason", None)
+
+
 class StoppedByKeyboard(KeyboardInterrupt):
     """Ctrl-C (or Jupyter's interrupt) stopped a run that a blocking call or an ``await`` waited on.
 
@@ -103,12 +115,13 @@ def describe(exc: BaseException) -> str:
 
 def error_kind(exc: BaseException) -> str:
     """The nbagent error class name that best fits ``exc`` (stored so records can re-raise it)."""
-    for cls in (AgentInterrupted, MaxStepsReached, ModelError, ToolError, AgentError):
+    for cls in (AgentInterrupted, MaxStepsReached, LimitExceeded, ModelError, ToolError, AgentError):
         if isinstance(exc, cls):
             return cls.__name__
     return type(exc).__name__
 
 
 ERROR_TYPES: dict[str, Any] = {
-    cls.__name__: cls for cls in (AgentError, AgentInterrupted, ModelError, ToolError, MaxStepsReached)
+    cls.__name__: cls
+    for cls in (AgentError, AgentInterrupted, ModelError, ToolError, MaxStepsReached, LimitExceeded)
 }

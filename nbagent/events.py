@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 StepKind = Literal["planning", "action", "final"]
-RunStatus = Literal["success", "interrupted", "error", "max_steps"]
+RunStatus = Literal["success", "interrupted", "error", "max_steps", "limit"]
 UsageSource = Literal["reported", "estimated", "unknown"]
-ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned"]
+ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned", "denied"]
+Approval = Literal["approved", "denied", "timed_out"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,39 @@ class ToolCallFinished(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCallStarting(RunEvent):
+    """A model request is about to be sent; ``prompt_tokens`` estimates its input (a limit on
+    input tokens is checked against it before anything is sent)."""
+
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallEnded(RunEvent):
+    """The step's model call has its whole reply (the stream ended); tools may follow."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested(RunEvent):
+    """The tool call just started (``ToolCallStarted``) waits for a person to approve or deny it;
+    it does not run until decided. A denied call then finishes ``"denied"``."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(RunEvent):
+    """The pending call was decided; ``wait_s`` is how long it waited for the decision."""
+
+    call_id: str
+    decision: Approval
+    reason: str | None = None
+    wait_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Usage(RunEvent):
     """Token usage of the step's model call(s); ``None`` means unknown, never zero."""
 
@@ -124,6 +158,7 @@ class RunFinished(RunEvent):
     cost_usd: float | None = None
     stop_reason: str | None = None
     """Why the run ended other than by finishing: ``user``, ``user_after_step``, ``keyboard``,
-    ``parent``, ``max_steps``, ``error`` (``None`` for a success)."""
+    ``parent``, ``max_steps``, ``error``, or the name of a tripped limit (``max_tokens``...) for
+    a ``"limit"`` end (``None`` for a success)."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw, as chat messages, when the source can tell."""

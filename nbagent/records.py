@@ -9,9 +9,11 @@ and unknown usage, a tool call still in flight becomes ``"cancelled"``. Unknown 
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from nbagent import events as ev
@@ -33,6 +35,11 @@ class ToolCallRecord:
     error: str | None = None
     ended_at: datetime | None = None
     end_s: float | None = None
+    approval: str | None = None
+    """``None`` when the call needed no approval; ``"pending"`` while it waits for a person, then
+    ``"approved"``, ``"denied"`` or ``"timed_out"``."""
+    approval_wait_s: float | None = None
+    """Seconds the call waited for its approval (``start_s`` is when it really started, after)."""
 
     @property
     def duration_s(self) -> float | None:
@@ -56,10 +63,19 @@ class StepRecord:
     error: str | None = None
     interrupted: bool = False
     retries: int = 0
+    model_ended_at: datetime | None = None
+    """When the step's model call had its whole reply (before its tools ran); ``None`` when the
+    call never completed or the source cannot tell."""
 
     @property
     def duration_s(self) -> float | None:
         return None if self.end_s is None else self.end_s - self.start_s
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds the step's tool calls spent waiting for a person's approval (part of
+        ``duration_s``, not the step's own work)."""
+        return sum(c.approval_wait_s or 0.0 for c in self.tool_calls)
 
     @property
     def total_tokens(self) -> int | None:
@@ -86,7 +102,7 @@ class RunRecord:
     model: str
     started_at: datetime
     status: ev.RunStatus | str = "running"
-    """``"running"`` until the end; then success / interrupted / error / max_steps
+    """``"running"`` until the end; then success / interrupted / error / max_steps / limit
     (a store may also hold ``"unfinished"``: the process died during the run)."""
     output: Any = None
     error: str | None = None
@@ -99,7 +115,10 @@ class RunRecord:
     """Why the run ended other than by finishing: ``user`` (Stop / ``interrupt()``),
     ``user_after_step``, ``parent`` (the run that started it was stopped), ``keyboard`` (Ctrl-C or
     Jupyter's interrupt), ``agent`` (the agent's own code stopped it, e.g. a smolagents step
-    callback calling ``agent.interrupt()``), ``max_steps``, ``error``; ``None`` for a success."""
+    callback calling ``agent.interrupt()``), ``max_steps``, ``error``, or for a ``"limit"`` end the
+    limit that tripped (``max_tokens``, ``max_input_tokens``, ``max_output_tokens``,
+    ``max_cost_usd``, ``max_seconds``, ``max_wait_seconds``, ``max_tool_calls``, ``max_steps``);
+    ``None`` for a success."""
     parent_run_id: str | None = None
     """The run whose tool started this one."""
     continues_run_id: str | None = None
@@ -115,6 +134,11 @@ class RunRecord:
     """The model's request settings (temperature, max_tokens...), when the model tells them."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw by the end of the run, when the source can tell."""
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds the run spent waiting for approvals (not counted against ``max_seconds``)."""
+        return sum(s.wait_s for s in self.steps)
 
     @property
     def input_tokens(self) -> int | None:
@@ -151,6 +175,8 @@ class RunRecord:
             cls = ERROR_TYPES["AgentInterrupted"]
         elif self.status == "max_steps":
             cls = ERROR_TYPES["MaxStepsReached"]
+        elif self.status == "limit":
+            cls = ERROR_TYPES["LimitExceeded"]
         raise cls(self.error or f"run {self.run_id} ended with status {self.status!r}", record=self)
 
     def summary(self) -> str:
@@ -185,6 +211,13 @@ class RunRecord:
         from nbagent.view.html import record_display_html
 
         return record_display_html(self)
+
+    def to_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write this run as one self-contained HTML file (its own CSS, no script, nothing fetched)
+        that opens in any browser without a kernel; returns the path written."""
+        from nbagent.explore.share import to_html
+
+        return to_html(self, path)
 
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
@@ -244,6 +277,14 @@ class Recorder:
                 self._call_finished(event)  # type: ignore[arg-type]
             elif kind is ev.Usage:
                 self._usage(event)  # type: ignore[arg-type]
+            elif kind is ev.ModelCallEnded:
+                step = self._steps.get(event.step)
+                if step is not None:
+                    step.model_ended_at = self._at(event.t)[0]
+            elif kind is ev.ApprovalRequested:
+                self._approval_requested(event)  # type: ignore[arg-type]
+            elif kind is ev.ApprovalDecided:
+                self._approval_decided(event)  # type: ignore[arg-type]
             elif kind is ev.Retrying:
                 step = self._steps.get(event.step)
                 if step is not None:
@@ -290,6 +331,19 @@ class Recorder:
         self._text[e.step] = []
         assert self._record is not None
         self._record.steps.append(step)
+
+    def _approval_requested(self, e: ev.ApprovalRequested) -> None:
+        call = self._calls.get(e.call_id)
+        if call is not None and call.status is None:
+            call.approval = "pending"
+
+    def _approval_decided(self, e: ev.ApprovalDecided) -> None:
+        call = self._calls.get(e.call_id)
+        if call is None or call.approval != "pending":
+            return
+        call.approval, call.approval_wait_s = e.decision, max(0.0, e.wait_s)
+        if e.decision == "approved":  # the call's own time starts now, after the person's
+            call.started_at, call.start_s = self._at(e.t)
 
     def _call_started(self, e: ev.ToolCallStarted) -> None:
         at, offset = self._at(e.t)
@@ -351,10 +405,13 @@ class Recorder:
             if call.status is None:
                 call.ended_at, call.end_s = self._at(e.t)
                 call.status = "cancelled"
+            if call.approval == "pending":  # the run ended while it waited: it never ran
+                call.approval_wait_s = max(0.0, call.end_s - call.start_s) if call.end_s is not None else None
+                call.approval = None
         for step in record.steps:
             if step.end_s is None:
                 self._close_step(step, e.t)
-                step.interrupted = e.status == "interrupted"
+                step.interrupted = e.status in ("interrupted", "limit")
                 if e.status == "error":
                     step.error = _clean(e.error)
         if record.queued_after is not None:  # ended while still waiting for its turn

@@ -94,6 +94,8 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     timeout_s: float | None = None
+    requires_approval: bool = False
+    """The call waits for a person to approve it (Approve / Deny, or ``run.approve``)."""
     grace_s: float = 0.02
     """How long a cancelled tool (sync, or async that ignores its cancel) gets to stop by itself
     before it is abandoned."""
@@ -233,7 +235,11 @@ async def _run_on_thread(
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout_s: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -244,11 +250,15 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function with type hints and a docstring.
 
-    Use bare (``@tool``) or with options (``@tool(timeout_s=5)``).
+    Use bare (``@tool``) or with options (``@tool(timeout_s=5)``). ``requires_approval=True``
+    makes every call wait for a person's decision before it runs.
     """
+    if not isinstance(requires_approval, bool):
+        raise TypeError(f"requires_approval must be True or False, not {requires_approval!r}")
 
     def build(f: Callable[..., Any]) -> Tool:
         if not callable(f):
@@ -304,6 +314,7 @@ def tool(
             description=description or doc or f.__name__,
             parameters=parameters,
             timeout_s=timeout_s,
+            requires_approval=requires_approval,
         )
 
     return build(fn) if fn is not None else build

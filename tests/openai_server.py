@@ -10,6 +10,10 @@ services. Each request plays the next scripted reply:
   chunk, a disconnect mid-stream, a stall (for timeouts), usage in every chunk.
 - ``Status``: an error status with an OpenAI-style JSON body and headers (429 + Retry-After...).
 
+``/chat/completions`` answers as chat-completion chunks; ``/responses`` plays the same script as
+the Responses API's typed events (``response.created`` ... ``response.completed``, which always
+carries the usage, as the real service does), for clients such as the OpenAI Agents SDK.
+
 The server records every request (its path, query and headers as they arrived on the wire), and
 the moment it saw the client go away: between two tokens
 it waits on the socket with ``select``, so a client that closes the connection is seen at once
@@ -207,7 +211,7 @@ class OpenAIServer(LocalHTTPServer):
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 target = urlsplit(self.path)
                 route, query = target.path, parse_qs(target.query, keep_blank_values=True)
-                chat = route.endswith("/chat/completions")
+                chat = route.endswith(("/chat/completions", "/responses"))
                 reply = server._next_reply(body, headers, query) if chat else None
                 if reply is None and chat:
                     reply = Status(400, "test server: no scripted reply left", "invalid_request_error")
@@ -232,6 +236,8 @@ class OpenAIServer(LocalHTTPServer):
                         )
                     elif isinstance(reply, Status):
                         self._send_status(request, reply)
+                    elif route.endswith("/responses"):
+                        self._send_responses_stream(request, reply)
                     else:
                         self._send_stream(request, reply)
                 except _Cut:
@@ -356,6 +362,100 @@ class OpenAIServer(LocalHTTPServer):
                 if want_usage:
                     self._event(chunk(None, usage=usage()))
                 self._event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                server._changed(lambda: setattr(request, "finished", time.perf_counter()))
+
+            def _send_responses_stream(self, request: Request, reply: Stream) -> None:
+                """The Responses API's server-sent events for ``reply``: a message item whose text
+                streams, then one function-call item per tool call, then ``response.completed``."""
+                body = request.body
+                number = request.number
+                items = body.get("input")
+                items = [{"content": items}] if isinstance(items, str) else list(items or [])
+                prompt = sum(
+                    len(_TOKEN.findall(str(i.get("content") or i.get("output") or ""))) + 4
+                    for i in items
+                    if isinstance(i, dict)
+                )
+                sequence = 0
+                sent = 0
+
+                def event(kind: str, **data: Any) -> None:
+                    nonlocal sequence
+                    sequence += 1
+                    payload = json.dumps({"type": kind, "sequence_number": sequence, **data})
+                    chunk = f"event: {kind}\ndata: {payload}\n\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
+                def response(status: str, output: list[dict[str, Any]], usage: Any = None) -> dict[str, Any]:
+                    return {
+                        "id": f"resp_{number}", "object": "response", "created_at": int(time.time()),
+                        "model": body.get("model", "test-model"), "status": status, "output": output,
+                        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "usage": usage,
+                        "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
+                    }  # fmt: skip
+
+                self._wait(reply.headers_after_s)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                event("response.created", response=response("in_progress", []))
+                self._wait(reply.first_token_s)
+                output: list[dict[str, Any]] = []
+                delay = 1.0 / reply.tokens_per_s
+                if reply.text:
+                    message_id = f"msg_{number}"
+                    message = {"id": message_id, "type": "message", "role": "assistant",
+                               "status": "in_progress", "content": []}  # fmt: skip
+                    event("response.output_item.added", output_index=0, item=message)
+                    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                    event("response.content_part.added", item_id=message_id, output_index=0,
+                          content_index=0, part=part)  # fmt: skip
+                    text = ""
+                    for token in _TOKEN.findall(reply.text):
+                        if reply.disconnect_after is not None and sent >= reply.disconnect_after:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            raise _Cut()
+                        if reply.stall_after is not None and sent >= reply.stall_after:
+                            self._wait(3600)
+                        sent += 1
+                        text += token
+                        event("response.output_text.delta", item_id=message_id, output_index=0,
+                              content_index=0, delta=token, logprobs=[])  # fmt: skip
+                        server._changed(lambda count=sent: setattr(request, "tokens_sent", count))
+                        self._wait(delay)
+                    part = {**part, "text": text}
+                    event("response.output_text.done", item_id=message_id, output_index=0,
+                          content_index=0, text=text, logprobs=[])  # fmt: skip
+                    event("response.content_part.done", item_id=message_id, output_index=0,
+                          content_index=0, part=part)  # fmt: skip
+                    message = {**message, "status": "completed", "content": [part]}
+                    event("response.output_item.done", output_index=0, item=message)
+                    output.append(message)
+                for index, call in enumerate(reply.tool_calls):
+                    position = len(output)
+                    item = {"id": f"fc_{number}_{index}", "type": "function_call", "status": "in_progress",
+                            "call_id": call.id or f"call_{number}_{index}", "name": call.name,
+                            "arguments": ""}  # fmt: skip
+                    event("response.output_item.added", output_index=position, item=item)
+                    size = max(1, -(-len(call.arguments) // max(1, call.pieces)))
+                    for start in range(0, len(call.arguments), size):
+                        event("response.function_call_arguments.delta", item_id=item["id"],
+                              output_index=position, delta=call.arguments[start : start + size])  # fmt: skip
+                        self._wait(delay)
+                    item = {**item, "status": "completed", "arguments": call.arguments}
+                    event("response.function_call_arguments.done", item_id=item["id"],
+                          output_index=position, arguments=call.arguments)  # fmt: skip
+                    event("response.output_item.done", output_index=position, item=item)
+                    output.append(item)
+                    sent += 1
+                tokens_in, tokens_out = reply.usage if reply.usage is not None else (prompt, sent)
+                usage = {"input_tokens": tokens_in, "output_tokens": tokens_out,
+                         "total_tokens": tokens_in + tokens_out, "input_tokens_details": {"cached_tokens": 0},
+                         "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+                event("response.completed", response=response("completed", output, usage))
                 self.wfile.write(b"0\r\n\r\n")
                 server._changed(lambda: setattr(request, "finished", time.perf_counter()))
 

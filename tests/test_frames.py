@@ -26,12 +26,13 @@ from nbagent.models import ScriptedModel, ToolCall
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 
 DOCUMENTED = {
-    "runs": "run_id task agent model status stop_reason started_at ended_at duration_s queued_s n_steps "
-    "input_tokens output_tokens total_tokens usage_complete cost_usd output error error_type "
+    "runs": "run_id task agent model status stop_reason started_at ended_at duration_s queued_s wait_s "
+    "n_steps input_tokens output_tokens total_tokens usage_complete cost_usd output error error_type "
     "parent_run_id continues_run_id tags metadata model_params",
     "steps": "run_id step kind started_at ended_at duration_s input_tokens output_tokens total_tokens "
-    "usage_source n_tool_calls interrupted error model_output",
-    "tool_calls": "run_id step call_id tool arguments started_at ended_at duration_s status result error",
+    "usage_source model_ended_at wait_s n_tool_calls interrupted error model_output",
+    "tool_calls": "run_id step call_id tool arguments started_at ended_at duration_s status result error "
+    "approval approval_wait_s",
 }
 BUILDERS = {"runs": runs_frame, "steps": steps_frame, "tool_calls": tool_calls_frame}
 DTYPES = {"runs": RUN_COLUMNS, "steps": STEP_COLUMNS, "tool_calls": TOOL_CALL_COLUMNS}
@@ -78,7 +79,7 @@ def test_dtypes_are_the_promised_ones(records, kind):
             assert isinstance(dtype, pd.DatetimeTZDtype) and dtype.unit == "ns" and str(dtype.tz) == "UTC"
         elif column.endswith("tokens") or column in ("n_steps", "n_tool_calls", "step"):
             assert dtype == pd.Int64Dtype()
-        elif column in ("duration_s", "queued_s", "cost_usd"):
+        elif column in ("duration_s", "queued_s", "cost_usd", "wait_s", "approval_wait_s"):
             assert dtype == pd.Float64Dtype()
         elif column in ("usage_complete", "interrupted"):
             assert dtype == pd.BooleanDtype()
@@ -308,7 +309,7 @@ def test_a_continued_run_and_a_child_run_name_the_runs_they_belong_to():
         fast_model([[ToolCall("ask_child", {"question": "hi"})], "done"]), tools=[ask_child], name="parent"
     )
     parent = nbagent.run(parent_agent, "delegate")
-    child = next(r for r in nbagent.history.records() if r.agent == "child")
+    child = next(r for r in reversed(nbagent.history.records()) if r.agent == "child")
     runs = runs_frame([first, fresh_start, continued, parent, child]).set_index("run_id")
     assert runs["continues_run_id"].isna().tolist() == [True, True, False, True, True]
     assert runs.loc[continued.run_id, "continues_run_id"] == first.run_id

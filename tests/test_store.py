@@ -325,7 +325,7 @@ def test_reopening_a_version_1_store_migrates_it_in_place(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.executescript(VERSION_1)
     store = RunStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION
     old, crashed = store.records()
     assert (old.run_id, old.status, old.output, old.cost_usd) == ("old1", "success", "The sum is 5.", None)
     assert [(s.number, s.input_tokens, s.retries) for s in old.steps] == [(1, 12, 0), (2, 30, 0)]
@@ -482,7 +482,7 @@ def test_reopening_a_version_2_store_migrates_it_in_place(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.executescript(VERSION_1 + VERSION_2_CHANGES)
     store = RunStore(path)
-    assert store.schema_version == 3
+    assert store.schema_version == SCHEMA_VERSION
     old, stopped = store.records()
     assert (old.run_id, old.cost_usd, old.output) == ("old1", 0.25, "The sum is 5.")
     assert (old.tags, old.metadata, old.model_params, old.messages) == ([], {}, {}, None)

@@ -34,7 +34,16 @@ included, which smolagents' Monitor leaves out; once per step, never also per st
 its error. The ``ActionStep`` smolagents yields twice at max steps (#1816) closes the final-answer
 step instead; the run ends ``"max_steps"`` and keeps the answer smolagents forced. A
 ``CodeAgent``'s code runs as one ``python_interpreter`` tool call; the tools and managed agents it
-calls show as tool calls too.
+calls show as tool calls too. The translator is ``smolagents_translate``.
+
+Approvals. ``start(agent, task, approve=...)`` (names or a predicate; a smolagents tool with
+``requires_approval = True`` too) makes calls wait for a person, in the worker thread, before they
+run. A ``ToolCallingAgent`` yields every ``ToolCall`` of a step before it runs any, so all of them
+are pending together; a denial is thrown into the stream where it waits, and smolagents records it
+as the step's error, which the model sees (no tool of that step runs). A tool a ``CodeAgent``'s code
+calls waits inside the call; a denial raises ``PermissionError`` in the code. Step timing marks when
+each step's model call ended (``model_ended_at``): the step's first tool call, else its last stream
+delta, else its end.
 """
 
 from __future__ import annotations
@@ -42,35 +51,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbagent import events as ev
 from nbagent.adapters.smolagents_console import RunConsole, caller_capture
 from nbagent.adapters.smolagents_memory import (
     agent_name,
-    error_of,
     model_name,
     records_from_smolagents,
     require_smolagents,
-    text_of,
-    usage_of,
 )
 from nbagent.adapters.smolagents_stop import RunStopped, agent_tree
+from nbagent.adapters.smolagents_translate import Translator
 from nbagent.adapters.smolagents_worker import (
     Done,
     Entry,
-    MaxStepsFinal,
-    Nested,
-    StepStarting,
     Worker,
     latest_worker,
 )
 from nbagent.config import settings
 from nbagent.context import RunContext
-from nbagent.errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.errors import AgentError
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
 
@@ -84,158 +86,6 @@ def is_smolagents_agent(obj: Any) -> bool:
 
     module = sys.modules.get("smolagents.agents")
     return module is not None and isinstance(obj, module.MultiStepAgent)
-
-
-class _Translator:
-    """Turns what a smolagents stream yields into nbagent events. Runs on the runner's loop."""
-
-    def __init__(self, ctx: RunContext, agent: Any, max_steps: int) -> None:
-        self.ctx = ctx
-        self.agent = agent
-        self.max_steps = max_steps
-        self.open = False
-        self.step_t0 = 0.0
-        self.actions = 0
-        """ActionSteps finished in this run (smolagents counts only these as steps)."""
-        self.planned_for = 0
-        """The action step (1-based) the last planning step was made for."""
-        self.calls: dict[str, str] = {}
-        """smolagents call id -> event call id, for the open step."""
-        self.open_calls: set[str] = set()
-        self.output: Any = None
-        self.hit_max_steps = False
-
-    def _emit(self, cls: type[ev.RunEvent], t: float, *args: Any, **kwargs: Any) -> None:
-        self.ctx.emit(cls(self.ctx.run_id, self.ctx.step, t, *args, **kwargs))
-
-    def _next_kind(self) -> ev.StepKind:
-        """What smolagents runs next: planning when scheduled, the max-steps final answer, or an action."""
-        n = self.actions + 1
-        if n > self.max_steps:  # no planning before the forced final answer
-            return "final"
-        interval = getattr(self.agent, "planning_interval", None)
-        if interval and (n == 1 or (n - 1) % interval == 0) and self.planned_for != n:
-            return "planning"
-        return "action"
-
-    def _open(self, t: float) -> None:
-        if self.open:
-            return
-        self.ctx.step += 1
-        self.open, self.step_t0 = True, t
-        self.calls.clear()
-        self._emit(ev.StepStarted, t, self._next_kind())
-
-    def _end_time(self, step: Any, t: float, wall: float) -> float:
-        end = getattr(step.timing, "end_time", None)
-        if end is None:
-            return t
-        return min(t, max(self.step_t0, t - (wall - end)))
-
-    def _close(
-        self, step: Any, t: float, wall: float, kind: ev.StepKind, output: Any, error: str | None
-    ) -> None:
-        end = self._end_time(step, t, wall)
-        observations = getattr(step, "observations", None)
-        for call_id in sorted(self.open_calls):
-            if error:
-                self._emit(ev.ToolCallFinished, end, call_id, "error", None, error)
-            else:
-                self._emit(ev.ToolCallFinished, end, call_id, "ok", observations)
-        self.open_calls.clear()
-        tokens_in, tokens_out = usage_of(step)
-        if tokens_in is not None:
-            self._emit(ev.Usage, end, tokens_in, tokens_out, "reported")
-        self._emit(ev.StepFinished, end, model_output=text_of(output), kind=kind, error=error)
-        self.open = False
-
-    def _call_id(self, smol_id: Any) -> str:
-        base = f"{self.ctx.step}:{smol_id or len(self.calls) + 1}"
-        call_id, n = base, 1
-        while call_id in self.calls.values():
-            n += 1
-            call_id = f"{base}#{n}"
-        self.calls[str(smol_id)] = call_id
-        return call_id
-
-    def apply(self, t: float, wall: float, item: Any) -> None:
-        from smolagents.agents import ToolOutput
-        from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
-        from smolagents.models import ChatMessageStreamDelta
-
-        if isinstance(item, ChatMessageStreamDelta):
-            self._open(t)
-            if item.content:
-                self._emit(ev.TextDelta, t, item.content)
-        elif isinstance(item, StepStarting):
-            scope = self.ctx.scope
-            if scope.interrupted or not scope.stop_after_step:  # after a step smolagents may not start one
-                self._open(t)
-        elif isinstance(item, ToolCall):
-            self._open(t)
-            call_id = self._call_id(item.id)
-            self.open_calls.add(call_id)
-            self._emit(ev.ToolCallStarted, t, call_id, item.name, item.arguments)
-        elif isinstance(item, ToolOutput):
-            call_id = self.calls.get(str(item.id))
-            if call_id in self.open_calls:
-                self.open_calls.discard(call_id)
-                self._emit(ev.ToolCallFinished, t, call_id, "ok", item.output)
-        elif isinstance(item, Nested):
-            self._nested(t, item)
-        elif isinstance(item, PlanningStep):
-            self._open(t)
-            self.planned_for = self.actions + 1
-            output = text_of(item.model_output_message.content) or item.plan
-            self._close(item, t, wall, "planning", output, None)
-        elif isinstance(item, MaxStepsFinal):
-            self._open(t)
-            self.hit_max_steps = True
-            self._close(item.step, t, wall, "final", item.step.action_output, None)
-        elif isinstance(item, ActionStep):
-            self._open(t)
-            self.actions += 1
-            if item.model_output_message is None and item.error is None:
-                return  # cut short by the exception that ends the run; the recorder closes it with it
-            kind: ev.StepKind = "final" if item.is_final_answer else "action"
-            self._close(item, t, wall, kind, item.model_output, error_of(item))
-        elif isinstance(item, FinalAnswerStep):
-            self.output = item.output
-
-    def _nested(self, t: float, item: Nested) -> None:
-        self._open(t)
-        call_id = f"{self.ctx.step}:{item.key}"
-        if item.status == "started":
-            self.open_calls.add(call_id)
-            self._emit(ev.ToolCallStarted, t, call_id, item.tool, item.value)
-        elif call_id in self.open_calls:
-            self.open_calls.discard(call_id)
-            self._emit(ev.ToolCallFinished, t, call_id, item.status, item.value, item.error)
-
-    def abandon(self) -> None:
-        """The run was stopped now: the calls in flight were stopped with it."""
-        t = time.perf_counter()
-        for call_id in sorted(self.open_calls):
-            self._emit(
-                ev.ToolCallFinished, t, call_id, "abandoned", None, "interrupted; the call was stopped"
-            )
-        self.open_calls.clear()
-
-    def finish(self, error: BaseException | None) -> Any:
-        """The run's result, or the typed error its end state calls for."""
-        if error is None:
-            if self.hit_max_steps:
-                raise MaxStepsReached(f"no final answer after {self.actions} steps", output=self.output)
-            return self.output
-        from smolagents.utils import AgentError as SmolAgentError
-        from smolagents.utils import AgentGenerationError
-
-        if type(error) is SmolAgentError and getattr(self.agent, "interrupt_switch", False):
-            raise AgentInterrupted("stopped after the step") from error
-        if isinstance(error, AgentGenerationError):
-            cause = error.__cause__ or error
-            raise ModelError(f"{model_name(self.agent.model)}: {describe(cause)}") from error
-        raise error
 
 
 @dataclass
@@ -363,8 +213,10 @@ class SmolagentsSource:
 
         quiet = settings.quiet_smolagents and getattr(ctx, "shown", True)
         console = RunConsole(agent_tree(self.agent), quiet, self._caller_capture)
-        worker = Worker(self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope)
-        translator = _Translator(ctx, self.agent, run_options.get("max_steps") or self.agent.max_steps)
+        worker = Worker(
+            self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope, ctx.approvals
+        )
+        translator = Translator(ctx, self.agent, run_options.get("max_steps") or self.agent.max_steps)
         watcher = loop.create_task(_watch_stop_after_step(ctx, worker))
         worker.start()
         try:

@@ -37,6 +37,7 @@ from nbagent.adapters.smolagents_console import RunConsole
 from nbagent.adapters.smolagents_memory import interrupted_step_error
 from nbagent.adapters.smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
 from nbagent.errors import describe
+from nbagent.guardrails.approvals import Approvals, Decision, denial_observation
 from nbagent.runtime.cancel import CancelScope, current_scope
 
 
@@ -66,6 +67,22 @@ class MaxStepsFinal:
 @dataclass(frozen=True, slots=True)
 class Done:
     error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAsked:
+    """A call waits for a person: ``ref`` is the smolagents call id (``nested`` False) or the
+    ``Nested`` key; the loop answers ``answer`` with the ``Decision``."""
+
+    ref: str
+    nested: bool
+    tool: str
+    arguments: Any
+    answer: concurrent.futures.Future[Decision]
+
+
+DECISION_POLL_S = 0.05
+"""How often a thread waiting for an approval looks for a Stop (its exception lands between)."""
 
 
 Entry = tuple[float, float, Any]
@@ -108,8 +125,10 @@ class Worker:
         console: RunConsole,
         run_id: str,
         scope: CancelScope,
+        approvals: Approvals | None = None,
     ) -> None:
         self.agent: Any = agent
+        self.approvals = approvals if approvals is not None else Approvals()
         self.task = task
         self.reset = reset
         self.run_options = run_options
@@ -120,6 +139,8 @@ class Worker:
         self._post_entry = post
         self._after_step = False
         self._keys = itertools.count(1)
+        self._step_calls: list[Any] = []
+        """The ToolCalls of the step so far, until the last one (then they are decided)."""
         self.finished: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.finished.set_running_or_notify_cancel()  # a waiter's cancel must not complete it
         self.phase = "starting"
@@ -173,11 +194,12 @@ class Worker:
             self.post(Done(error))
 
     def _run(self) -> None:
-        from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep
+        from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
 
         agent = self.agent
         stream = agent.run(self.task, stream=True, reset=self.reset, **self.run_options)
         step_ahead, last_action = True, None
+        denial: BaseException | None = None
         try:
             if self._after_step:
                 agent.interrupt()  # run() has just cleared the switch
@@ -186,13 +208,15 @@ class Worker:
                 if step_ahead and not agent.interrupt_switch:
                     self.post(StepStarting())
                 try:
-                    item = next(stream)
+                    item = next(stream) if denial is None else stream.throw(denial)
                 except StopIteration:
                     return
+                denial = None
                 if self.switch.stopped:
                     self._unwind(stream, item)
                     raise RunStopped()
                 if isinstance(item, ActionStep):
+                    self._step_calls.clear()
                     if item is last_action:
                         item, step_ahead = MaxStepsFinal(agent.memory.steps[-1]), False
                     else:
@@ -204,6 +228,8 @@ class Worker:
                 if step_ahead:
                     self.console.drop_captured()  # a step ended
                 self.post(item)
+                if isinstance(item, ToolCall):
+                    denial = self._approve_tool_calls(stream, item)
         except RunStopped:
             if stream.gi_frame is not None and not stream.gi_running:
                 self._unwind(stream, None)
@@ -231,6 +257,50 @@ class Worker:
         if cut is not None and cut.error is None and not cut.is_final_answer:
             cut.error = interrupted_step_error()
 
+    # -- approvals ------------------------------------------------------------------------------
+
+    def _wants(self, name: str, arguments: Any, ref: str) -> bool:
+        tools = getattr(self.agent, "tools", None) or {}
+        required = getattr(tools.get(name), "requires_approval", False) is True
+        return self.approvals.wants(name, arguments, ref, required=required)
+
+    def _ask(self, ref: str, nested: bool, tool: str, arguments: Any) -> concurrent.futures.Future[Decision]:
+        answer: concurrent.futures.Future[Decision] = concurrent.futures.Future()
+        self.post(ApprovalAsked(ref, nested, tool, arguments, answer))
+        return answer
+
+    def _decision(self, answer: concurrent.futures.Future[Decision]) -> Decision:
+        """Wait for the person, in slices, so a Stop's exception lands in this thread at once."""
+        while True:
+            if self.switch.stopped:
+                raise RunStopped()
+            try:
+                return answer.result(timeout=DECISION_POLL_S)
+            except concurrent.futures.TimeoutError:
+                continue
+
+    def _approve_tool_calls(self, stream: Any, call: Any) -> BaseException | None:
+        """A ``ToolCallingAgent`` yields every ``ToolCall`` of a step before it runs any: ask for the
+        approvals of all of them, then wait. A denial is thrown into the stream where it waits,
+        before any tool of the step ran: smolagents records it as the step's error, which the
+        model sees, and the run goes on."""
+        self._step_calls.append(call)
+        if len(self._step_calls) < _calls_in_step(stream):
+            return None  # more ToolCalls of this step come before any runs
+        calls, self._step_calls = self._step_calls, []
+        asked = [
+            (c, self._ask(str(c.id), False, c.name, c.arguments))
+            for c in calls
+            if self._wants(c.name, c.arguments, str(c.id))
+        ]
+        denied = [(c, d) for c, d in ((c, self._decision(a)) for c, a in asked) if not d.approved]
+        if not denied:
+            return None
+        from smolagents.utils import AgentToolExecutionError
+
+        text = "; ".join(f"{c.name}: {denial_observation(d.reason)}" for c, d in denied)
+        return AgentToolExecutionError(f"{text}. No tool of this step was run.", self.agent.logger)
+
     # -- code calling tools -------------------------------------------------------------------
 
     def _hand_tools_to_code(self, agent: Any) -> None:
@@ -254,7 +324,12 @@ class Worker:
             raise RunStopped()
         key = f"{what}-{next(self._keys)}"
         name = getattr(target, "name", what)
-        self.post(Nested(key, name, "started", _arguments(target, args, kwargs), None))
+        arguments = _arguments(target, args, kwargs)
+        self.post(Nested(key, name, "started", arguments, None))
+        if self._wants(name, arguments, key):
+            decision = self._decision(self._ask(key, True, name, arguments))
+            if not decision.approved:  # the code sees the denial, as the model will
+                raise PermissionError(denial_observation(decision.reason))
         context = contextvars.copy_context()
         context.run(current_scope.set, self.scope)
         context.run(current_switch.set, self.switch)
@@ -307,3 +382,15 @@ def _arguments(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> di
     for index, value in enumerate(args):
         named[names[index] if index < len(names) else f"arg{index}"] = value
     return named
+
+
+def _calls_in_step(stream: Any) -> int:
+    """How many tool calls the reply of the step in progress holds (1 when it cannot be told).
+
+    Read from the ``ActionStep`` smolagents' run loop is filling (a local of its generator
+    frame), without touching it."""
+    frame = getattr(stream, "gi_frame", None)
+    step = frame.f_locals.get("action_step") if frame is not None else None
+    message = getattr(step, "model_output_message", None)
+    calls = getattr(message, "tool_calls", None)
+    return len(calls) if isinstance(calls, list) and calls else 1

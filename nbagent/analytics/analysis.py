@@ -37,7 +37,7 @@ SUMMARY_COLUMNS: dict[str, str] = {
 }
 """The columns of ``summary`` and their dtypes (the index is the ``by`` columns)."""
 
-_FAILED = ("error", "max_steps", "unfinished")
+_FAILED = ("error", "max_steps", "limit", "unfinished")
 
 
 def summary(
@@ -58,7 +58,8 @@ def summary(
             group by ``"metadata.<key>"``.
 
     Columns: ``runs``; ``success_rate``, ``interrupt_rate`` (stopped: status ``interrupted``) and
-    ``error_rate`` (status error, max_steps or unfinished), as fractions of the group's runs;
+    ``error_rate`` (status error, max_steps, limit (a budget ran out) or unfinished), as
+    fractions of the group's runs;
     ``p50_duration_s`` and ``p95_duration_s`` over the runs that ended, from their real start;
     ``p50_queued_s`` and ``p95_queued_s``, the seconds runs waited for an earlier run of the
     same agent (0 for a run that did not wait); ``steps_per_run``; ``tokens_per_step`` (mean

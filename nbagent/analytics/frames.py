@@ -27,11 +27,12 @@ A Stop is not an error: its run has ``status == "interrupted"``, a ``stop_reason
 ``error``; the step it cut is a row like any other. Works with pandas 2.2 and 3.x.
 
 ``runs_frame`` columns:
-    run_id, task, agent, model; status (success / interrupted / error / max_steps, ``running``
-    for a live snapshot, ``unfinished`` when read from a store whose writer died); stop_reason
-    (user / user_after_step / parent / keyboard / max_steps / error, ``<NA>`` for a success);
-    started_at, ended_at, duration_s (from the real start); queued_s (seconds spent waiting for
-    an earlier run of the same agent); n_steps; input_tokens, output_tokens, total_tokens (sums
+    run_id, task, agent, model; status (success / interrupted / error / max_steps / limit,
+    ``running`` for a live snapshot, ``unfinished`` when read from a store whose writer died);
+    stop_reason (user / user_after_step / parent / keyboard / max_steps / error, or the tripped
+    limit such as max_cost_usd; ``<NA>`` for a success); started_at, ended_at, duration_s (from
+    the real start); queued_s (seconds spent waiting for an earlier run of the same agent);
+    wait_s (seconds tool calls waited for approval); n_steps; input_tokens, output_tokens, total_tokens (sums
     of the known counts, ``<NA>`` when no step's usage is known); usage_complete (every step's
     usage is known); cost_usd (the record's, else computed with the ``cost`` extra when the
     model has a price); output (the final answer, also of a max-steps run that forced one);
@@ -42,13 +43,17 @@ A Stop is not an error: its run has ``status == "interrupted"``, a ``stop_reason
 ``steps_frame`` columns:
     run_id, step (1-based number), kind (planning / action / final), started_at, ended_at,
     duration_s, input_tokens, output_tokens, total_tokens (``<NA>`` unless both are known),
-    usage_source (reported / estimated / unknown), n_tool_calls, interrupted, error,
+    usage_source (reported / estimated / unknown), model_ended_at (when the step's model call
+    had its whole reply; ``NaT`` when unknown), wait_s (approval waits), n_tool_calls,
+    interrupted, error,
     model_output (the model's text in the step, ``""`` when it wrote none).
 
 ``tool_calls_frame`` columns:
     run_id, step, call_id, tool, arguments (JSON text; raw text kept as the model sent it),
-    started_at, ended_at, duration_s, status (ok / error / cancelled / abandoned; ``<NA>``
-    while in flight), result (``<NA>`` when the call returned none), error.
+    started_at (after its approval), ended_at, duration_s, status (ok / error / cancelled /
+    abandoned / denied; ``<NA>`` while in flight), result (``<NA>`` when the call returned
+    none), error (a denial's reason), approval (approved / denied / timed_out; ``<NA>`` when
+    none was needed), approval_wait_s.
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ RUN_COLUMNS: dict[str, str] = {
     "ended_at": UTC_NS,
     "duration_s": "Float64",
     "queued_s": "Float64",
+    "wait_s": "Float64",
     "n_steps": "Int64",
     "input_tokens": "Int64",
     "output_tokens": "Int64",
@@ -108,6 +114,8 @@ STEP_COLUMNS: dict[str, str] = {
     "output_tokens": "Int64",
     "total_tokens": "Int64",
     "usage_source": "string",
+    "model_ended_at": UTC_NS,
+    "wait_s": "Float64",
     "n_tool_calls": "Int64",
     "interrupted": "boolean",
     "error": "string",
@@ -127,6 +135,8 @@ TOOL_CALL_COLUMNS: dict[str, str] = {
     "status": "string",
     "result": "string",
     "error": "string",
+    "approval": "string",
+    "approval_wait_s": "Float64",
 }
 """The columns of ``tool_calls_frame`` and their dtypes."""
 
@@ -340,6 +350,7 @@ def runs_frame(records: Records) -> pd.DataFrame:
         "ended_at": _times(_pull(runs, "ended_at")),
         "duration_s": _measures(_floats(_pull(runs, "duration_s"))),
         "queued_s": _measures(_floats(_pull(runs, "queued_s"))),
+        "wait_s": _measures(_floats(_pull(runs, "wait_s"))),
         "n_steps": _ints([len(r.steps) for r in runs]),
         "input_tokens": _counts(_floats(_pull(runs, "input_tokens"))),
         "output_tokens": _counts(_floats(_pull(runs, "output_tokens"))),
@@ -377,6 +388,8 @@ def steps_frame(records: Records) -> pd.DataFrame:
         # Known only when both parts are (NaN propagates), as StepRecord.total_tokens says.
         "total_tokens": _counts(input_tokens + output_tokens),
         "usage_source": _texts(_pull(steps, "usage_source")),
+        "model_ended_at": _times(_pull(steps, "model_ended_at")),
+        "wait_s": _measures(_floats(_pull(steps, "wait_s"))),
         "n_tool_calls": _ints(list(map(len, _pull(steps, "tool_calls")))),
         "interrupted": _flags(_pull(steps, "interrupted")),
         "error": _texts(_pull(steps, "error")),
@@ -405,5 +418,7 @@ def tool_calls_frame(records: Records) -> pd.DataFrame:
         "status": _texts(_pull(calls, "status")),
         "result": _texts(list(map(value_text, _pull(calls, "result")))),
         "error": _texts(_pull(calls, "error")),
+        "approval": _texts(_pull(calls, "approval")),
+        "approval_wait_s": _measures(_floats(_pull(calls, "approval_wait_s"))),
     }
     return pd.DataFrame(columns, copy=False)

@@ -55,6 +55,9 @@ class CancelScope:
         self.now_reason: str | None = None
         """Who asked for the interrupt("now") that was accepted: ``"user"``, ``"parent"``..."""
         self.after_step_reason: str | None = None
+        self.limit: str | None = None
+        """The budget that stopped the run (``Limits`` field name), when one did."""
+        self.limit_message: str | None = None
 
     def bind(self, task: asyncio.Task[object]) -> None:
         """Attach the run's task. Called once, on the loop thread, as the task starts."""
@@ -97,6 +100,15 @@ class CancelScope:
                 loop.call_soon_threadsafe(task.cancel)
         return True
 
+    def trip(self, limit: str, message: str, mode: InterruptMode = "now") -> bool:
+        """Stop the run because the budget ``limit`` was crossed: the run ends ``"limit"``, unless
+        a Stop was accepted first (then it stays the user's). Idempotent; any thread."""
+        with self._lock:
+            if self._closed or self._now.is_set() or self.limit is not None:
+                return False
+            self.limit, self.limit_message = limit, message
+            return self.interrupt(mode, reason=limit)
+
     def adopt(self, child: CancelScope) -> None:
         """Make ``child`` (the scope of a run started inside this run) stop when this one does."""
         with self._lock:
@@ -125,6 +137,8 @@ class CancelScope:
     @property
     def stop_reason(self) -> str | None:
         """The ``stop_reason`` of an interrupted run: the reason of the accepted interrupt."""
+        if self.limit is not None:
+            return self.limit
         if self._now.is_set():
             return self.now_reason
         if self._after_step.is_set():

@@ -17,24 +17,33 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from nbagent import events as ev
-from nbagent.analytics import cost, history
+from nbagent.analytics import history
 from nbagent.context import RunContext
-from nbagent.errors import AgentInterrupted, MaxStepsReached, StoppedByKeyboard, describe, error_kind
+from nbagent.errors import AgentInterrupted, MaxStepsReached, describe, error_kind
+from nbagent.guardrails.approvals import ApprovalPolicy, Approvals
+from nbagent.guardrails.limits import Limits, LimitWatcher, check_priced
+from nbagent.guardrails.run_api import RunGuards
 from nbagent.records import Recorder, RunRecord
 from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
-from nbagent.runtime.interrupts import blocking_wait, sigint_stops
-from nbagent.runtime.loop import LoopThread, runner_loop
+from nbagent.runtime.loop import runner_loop
+from nbagent.runtime.run_setup import (
+    check_options,
+    check_tags,
+    cost_of,
+    last_run_of,
+    model_params,
+    remember_run_of,
+)
+from nbagent.runtime.waiting import wait_async, wait_blocking
 from nbagent.text import shorten
 
 logger = logging.getLogger("nbagent")
@@ -69,12 +78,13 @@ def as_source(agent: Any) -> Source:
     source = source_for(agent)
     if source is None:
         raise TypeError(
-            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent or a smolagents agent"
+            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent, or an agent of smolagents, "
+            "pydantic-ai or the OpenAI Agents SDK"
         )
     return source
 
 
-class Run:
+class Run(RunGuards):
     """A handle on one run: stop it, watch it, wait for its record.
 
     ``interrupt``, ``done``, ``status`` and ``record`` may be used from any thread at any time.
@@ -92,6 +102,9 @@ class Run:
         tags: Iterable[str] = (),
         metadata: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
+        limits: Limits | None = None,
+        approve: ApprovalPolicy = None,
+        approval_timeout_s: float | None = None,
     ) -> None:
         if not isinstance(task, str):
             raise TypeError(f"task must be a str, not {type(task).__name__}")
@@ -99,18 +112,25 @@ class Run:
         self.source = as_source(agent)
         self.task = task
         self.reset = reset
-        self.tags = tuple(_check_tags(tags))
+        self.tags = tuple(check_tags(tags))
         self.metadata = dict(metadata or {})
         self.options = dict(options or {})
         """Extra keyword arguments for the source (smolagents' ``additional_args``, ``images``...)."""
-        _check_options(self.source, self.options)
+        check_options(self.source, self.options)
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be nbagent.Limits(...), not {type(limits).__name__}")
+        self.limits = limits if limits else None
+        rates = check_priced(self.limits, self.source.model_name)  # refuses an unpriced cost limit now
+        self.approvals = Approvals(approve, approval_timeout_s)
+        """The run's pending approvals (``pending_approvals``, ``approve``, ``deny``)."""
         self.run_id = uuid.uuid4().hex[:16]
         self.scope = CancelScope(self.run_id)
+        self._watcher = LimitWatcher(self.limits, self.scope, rates, task) if self.limits else None
         self._parent = current_scope.get()
         """The scope of the run whose tool starts this one: adopted by it when this run starts."""
         self.parent_run_id = self._parent.run_id if self._parent is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.continues_run_id = None if reset else _last_run_of(agent)
+        self.continues_run_id = None if reset else last_run_of(agent)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False
@@ -182,47 +202,10 @@ class Run:
         stopping raises ``KeyboardInterrupt`` at once. Raises ``TimeoutError`` if ``timeout``
         passes first (the run goes on).
         """
-        if threading.current_thread() is LoopThread.thread():
-            raise RuntimeError("wait() on the runner's own thread would deadlock: use `await run` in a tool")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pressed = False
-        with blocking_wait(self):
-            while True:
-                try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
-                    try:
-                        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                        record = self._future.result(
-                            timeout=0.1 if remaining is None else min(0.1, remaining)
-                        )
-                        break
-                    except concurrent.futures.TimeoutError:
-                        if deadline is not None and time.monotonic() >= deadline:
-                            raise TimeoutError(f"run {self.run_id} still running after {timeout} s") from None
-                except KeyboardInterrupt:
-                    if pressed:
-                        raise KeyboardInterrupt(
-                            f"run {self.run_id} is still stopping; its record will be in nbagent.history"
-                        ) from None
-                    pressed = True
-                    self.interrupt(reason="keyboard")
-        if pressed:
-            raise StoppedByKeyboard(record)
-        return record
+        return wait_blocking(self, timeout)
 
     async def _await(self) -> RunRecord:
-        waiter = asyncio.wrap_future(self._future)
-        with sigint_stops(self) as keyboard:
-            try:
-                record = await asyncio.shield(waiter)
-            except asyncio.CancelledError:
-                # The awaiting task was cancelled: stop the run and, unless cancelled again, let
-                # its interrupted record complete (and reach the store) before the cancel goes on.
-                self.interrupt(reason="keyboard" if self.keyboard_pressed else "user")
-                await asyncio.wait({waiter}, timeout=CANCELLED_AWAIT_GRACE_S)
-                raise
-        if keyboard.pressed:
-            raise StoppedByKeyboard(record)
-        return record
+        return await wait_async(self)
 
     def __await__(self) -> Generator[Any, None, RunRecord]:
         return self._await().__await__()
@@ -242,6 +225,8 @@ class Run:
 
     def _emit(self, event: ev.RunEvent) -> None:
         self._recorder.apply(event)
+        if self._watcher is not None:  # before any sink: a crossed budget stops the run at once
+            self._watcher(event)
         self._fan_out(event)
 
     def _fan_out(self, event: ev.RunEvent) -> None:
@@ -270,10 +255,10 @@ class Run:
             continues_run_id=self.continues_run_id,
             tags=self.tags,
             metadata=self.metadata,
-            model_params=_model_params(self.source),
+            model_params=model_params(self.source),
         )
         self._recorder.apply(started)
-        _remember_run_of(self.agent, self.run_id)
+        remember_run_of(self.agent, self.run_id)
         with _live_lock:
             _live_runs.add(self)
         try:
@@ -301,6 +286,7 @@ class Run:
         current_scope.set(self.scope)
         ctx = RunContext(self.run_id, self.scope, self._emit)
         ctx.shown = self.shown
+        ctx.approvals = self.approvals
         status: ev.RunStatus = "success"
         output: Any = None
         error: str | None = None
@@ -308,6 +294,8 @@ class Run:
         try:
             self._fan_out(started)
             self.scope.bind(task)
+            if self._watcher is not None:
+                self._watcher.start()
             output = await self.source.drive(self.task, ctx, self.reset, **self.options)
         except AgentInterrupted:
             # A Stop, or the agent's own code stopping it (a smolagents step callback calling
@@ -324,6 +312,9 @@ class Run:
             output = exc.output
         except BaseException as exc:  # even SystemExit from a source must end as a record, not kill the loop
             status, error, error_type = "error", describe(exc), error_kind(exc)
+        if self._watcher is not None:
+            self._watcher.stop()
+        self.approvals.close()
         try:
             self._finish(task, ctx, status, output, error, error_type)
             try:
@@ -356,10 +347,13 @@ class Run:
             if status == "interrupted":
                 output, error, error_type = None, None, None
                 stop_reason = self.scope.stop_reason or "agent"
+                if self.scope.limit is not None:
+                    status, error, error_type = "limit", self.scope.limit_message, "LimitExceeded"
+                    self._keep_cut_usage(ctx)
             if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
                 task.uncancel()  # the cancel was ours and is handled; the record is the result
             # Priced before the end event, so every recorder of the run (the store's too) has the cost.
-            price = _cost_of(self.live_record())
+            price = cost_of(self.live_record())
             finished = ev.RunFinished(
                 self.run_id,
                 ctx.step,
@@ -410,71 +404,6 @@ class Run:
 
 
 SINK_DRAIN_TIMEOUT_S = 5.0
-
-CANCELLED_AWAIT_GRACE_S = 5.0
-"""When an ``await run`` is cancelled, how long it waits for the interrupted record before the
-cancel propagates (a second cancel propagates at once)."""
-
-
-def _check_options(source: Source, options: dict[str, Any]) -> None:
-    """Refuse, before the run starts, options the source's ``drive`` does not take."""
-    if not options:
-        return
-    import inspect
-
-    parameters = inspect.signature(source.drive).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return
-    accepted = [n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise TypeError(
-            f"{type(source).__name__} runs take no {', '.join(map(repr, unknown))}; "
-            f"the options it takes are: {', '.join(accepted) or 'none'}"
-        )
-
-
-def _check_tags(tags: Iterable[str]) -> list[str]:
-    if isinstance(tags, str):
-        raise TypeError("tags must be a list of strings, not one string (tags=['a', 'b'])")
-    tags = list(tags)
-    bad = [t for t in tags if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"tags must be strings, not {type(bad[0]).__name__}")
-    return tags
-
-
-_last_runs: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-_last_runs_lock = threading.Lock()
-
-
-def _last_run_of(agent: Any) -> str | None:
-    with _last_runs_lock, contextlib.suppress(TypeError):
-        return _last_runs.get(agent)
-    return None
-
-
-def _remember_run_of(agent: Any, run_id: str) -> None:
-    with _last_runs_lock, contextlib.suppress(TypeError):  # an agent that cannot be weakly referenced
-        _last_runs[agent] = run_id
-
-
-def _model_params(source: Any) -> dict[str, Any]:
-    """The request settings of the source's model, when it exposes them (``params``)."""
-    model = getattr(source, "model", None)
-    params = getattr(model, "params", None)
-    return dict(params) if isinstance(params, dict) else {}
-
-
-def _cost_of(record: RunRecord) -> float | None:
-    """The run's cost when it can be priced now, without an import or disk on the loop (else
-    ``None``: ``nbagent.cost.record_cost(record)`` prices it later); a pricing failure never
-    fails a run."""
-    try:
-        return cost.record_cost_if_ready(record)
-    except Exception as exc:
-        logger.warning("nbagent: could not price run %s: %s", record.run_id, describe(exc))
-        return None
 
 
 def live_runs() -> list[Run]:

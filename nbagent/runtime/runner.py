@@ -21,6 +21,8 @@ from typing import Any
 from nbagent.analytics import cost
 from nbagent.config import settings
 from nbagent.errors import AgentError
+from nbagent.guardrails.approvals import ApprovalPolicy
+from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
 from nbagent.runtime.cancel import InterruptMode
 from nbagent.runtime.handle import (
@@ -47,8 +49,22 @@ def _prepare(
     tags: Iterable[str],
     metadata: dict[str, Any] | None,
     options: dict[str, Any],
+    limits: Limits | None = None,
+    approve: ApprovalPolicy = None,
+    approval_timeout_s: float | None = None,
 ) -> Run:
-    run = Run(agent, task, sinks=sinks, reset=reset, tags=tags, metadata=metadata, options=options)
+    run = Run(
+        agent,
+        task,
+        sinks=sinks,
+        reset=reset,
+        tags=tags,
+        metadata=metadata,
+        options=options,
+        limits=limits if limits is not None else settings.limits,
+        approve=approve,
+        approval_timeout_s=settings.approval_timeout_s if approval_timeout_s is None else approval_timeout_s,
+    )
     store = store if store is not None else settings.store
     if store is not None:
         run.add_sink(store.sink())
@@ -72,6 +88,9 @@ def start(
     display: bool | None = None,
     tags: Iterable[str] = (),
     metadata: dict[str, Any] | None = None,
+    limits: Limits | None = None,
+    approve: ApprovalPolicy = None,
+    approval_timeout_s: float | None = None,
     **options: Any,
 ) -> Run:
     """Start ``task`` on ``agent`` in the background and return its ``Run`` at once.
@@ -90,12 +109,20 @@ def start(
             (default: ``configure(display=)``, which defaults to True).
         tags: labels kept with the record (a ``tags`` column in the runs frame).
         metadata: a dict kept with the record (a ``metadata`` column).
+        limits: budgets (``nbagent.Limits``) that end the run ``"limit"`` when crossed (default:
+            ``configure(limits=)``). A cost limit on a model with no price is refused here.
+        approve: which tool calls wait for a person (Approve / Deny in the view, or
+            ``run.approve(call_id)`` / ``run.deny(call_id, reason)``): True, tool names, or a
+            predicate on an ``ApprovalCall``; added to ``@tool(requires_approval=True)``.
+        approval_timeout_s: a call undecided this long is denied with the reason "timed out"
+            (default: ``configure(approval_timeout_s=)``, None: wait as long as it takes).
         **options: passed to the agent's run: for smolagents ``max_steps``, ``additional_args``,
             ``images``; for ``nbagent.Agent`` ``max_steps``.
     """
     run = _prepare(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
-        tags=tags, metadata=metadata, options=options,
+        tags=tags, metadata=metadata, options=options, limits=limits, approve=approve,
+        approval_timeout_s=approval_timeout_s,
     )  # fmt: skip
     run._start()
     return run
@@ -111,6 +138,9 @@ def run(
     display: bool | None = None,
     tags: Iterable[str] = (),
     metadata: dict[str, Any] | None = None,
+    limits: Limits | None = None,
+    approve: ApprovalPolicy = None,
+    approval_timeout_s: float | None = None,
     **options: Any,
 ) -> RunRecord:
     """Run ``task`` to its end and return the record, blocking (arguments as for ``start``).
@@ -123,7 +153,8 @@ def run(
     """
     handle = _prepare(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
-        tags=tags, metadata=metadata, options=options,
+        tags=tags, metadata=metadata, options=options, limits=limits, approve=approve,
+        approval_timeout_s=approval_timeout_s,
     )  # fmt: skip
     try:
         handle._start()
@@ -144,13 +175,17 @@ async def arun(
     display: bool | None = None,
     tags: Iterable[str] = (),
     metadata: dict[str, Any] | None = None,
+    limits: Limits | None = None,
+    approve: ApprovalPolicy = None,
+    approval_timeout_s: float | None = None,
     **options: Any,
 ) -> RunRecord:
     """Run ``task`` without blocking the caller's loop (arguments as for ``start``); cancelling
     this await interrupts the run, and so does Jupyter's ■ Interrupt while a cell awaits it."""
     return await start(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
-        tags=tags, metadata=metadata, **options,
+        tags=tags, metadata=metadata, limits=limits, approve=approve,
+        approval_timeout_s=approval_timeout_s, **options,
     )  # fmt: skip
 
 

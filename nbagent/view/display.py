@@ -92,5 +92,7 @@ def show_run(run: Run) -> None:
         view.display()
     else:
         from nbagent.view.terminal import TextView
+        from nbagent.view.terminal_approvals import TerminalApprovals
 
         run.add_sink(TextView())
+        run.add_sink(TerminalApprovals(run))

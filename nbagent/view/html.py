@@ -47,6 +47,7 @@ STATUS_LABELS = {
     "interrupted": "■ interrupted",
     "error": "✗ error",
     "max_steps": "■ max steps",
+    "limit": "■ limit",
     "unfinished": "? unfinished",
 }
 
@@ -68,7 +69,7 @@ STYLE = """<style>
 .nbagent-running { color: var(--jp-info-color1, #0b61a4); background: rgba(33,150,243,.14); }
 .nbagent-queued { color: var(--jp-ui-font-color2, #555); background: rgba(128,128,128,.16); }
 .nbagent-success { color: var(--jp-success-color1, #1b6e20); background: rgba(76,175,80,.15); }
-.nbagent-interrupted, .nbagent-max_steps, .nbagent-unfinished {
+.nbagent-interrupted, .nbagent-max_steps, .nbagent-unfinished, .nbagent-limit {
   color: var(--jp-warn-color1, #a65c00); background: rgba(255,152,0,.16); }
 .nbagent-error-badge { color: var(--jp-error-color1, #b71c1c); background: rgba(244,67,54,.14); }
 .nbagent-run .jupyter-button { width: auto; height: 26px; margin: 0; padding: 0 10px; font-size: 12px;
@@ -200,16 +201,24 @@ def _call_head(call: ToolCallRecord) -> str:
 
 
 def _call_line(call: ToolCallRecord, head: str) -> str:
-    if call.status is None:
+    if call.approval == "pending" and call.status is None:
+        outcome = '<span class="nbagent-warn">◆ waiting for approval</span>'
+    elif call.status is None:
         outcome = '<span class="nbagent-dim">… running</span>'
     elif call.status == "ok":
         outcome = f'<span class="nbagent-ok">→ {esc(shorten(call.result, RESULT_LIMIT))}</span>'
+    elif call.status == "denied":
+        label = "timed out" if call.approval == "timed_out" else "denied"
+        why = f": {shorten(call.error, ERROR_LIMIT)}" if call.error and call.error != label else ""
+        outcome = f'<span class="nbagent-warn">■ {label}{esc(why)}</span>'
     elif call.status == "error":
         outcome = f'<span class="nbagent-error">✗ {esc(shorten(call.error or "error", ERROR_LIMIT))}</span>'
     else:  # cancelled by a Stop, or abandoned: a sync tool that did not stop in time
         why = f": {shorten(call.error, ERROR_LIMIT)}" if call.status == "abandoned" and call.error else ""
         outcome = f'<span class="nbagent-warn">■ {esc(call.status)}{esc(why)}</span>'
     took = "" if call.duration_s is None else f' <span class="nbagent-dim">{seconds(call.duration_s)}</span>'
+    if call.approval_wait_s is not None:  # a person's time, shown apart from the call's own
+        took += f' <span class="nbagent-dim">· waited {seconds(call.approval_wait_s)} for approval</span>'
     return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
 
 
@@ -379,7 +388,7 @@ def record_summary(record: RunRecord) -> str:
         output_tokens=record.output_tokens,
         unknown_usage=usage_unknown,
         cost_usd=record.cost_usd,
-        error=record.error if record.status in ("error", "max_steps", "unfinished") else None,
+        error=record.error if record.status in ("error", "max_steps", "unfinished", "limit") else None,
         answer=record.output if record.status == "success" else None,
     )
 

@@ -47,6 +47,7 @@ from nbagent import events as ev
 from nbagent.records import RunRecord
 from nbagent.text import shorten
 from nbagent.view.display import note_shown
+from nbagent.view.guards import GUARD_STYLE, ApprovalPanel, meters_html
 from nbagent.view.html import (
     STYLE,
     TASK_LIMIT,
@@ -150,8 +151,13 @@ class LiveView:
         header.add_class("nbagent-head")
         self.summary = widgets.HTML(summary_html(self._task, steps=0))
         self.steps = widgets.VBox([])
-        style = widgets.HTML(STYLE, layout=widgets.Layout(display="none"))
-        self.widget = widgets.VBox([style, header, self.summary, self.steps])
+        self.meters = widgets.HTML(meters_html(run.limits_used()))
+        self.approvals = ApprovalPanel(run)
+        """The calls waiting for a decision, with their Approve / Deny buttons."""
+        style = widgets.HTML(STYLE + GUARD_STYLE, layout=widgets.Layout(display="none"))
+        self.widget = widgets.VBox(
+            [style, header, self.meters, self.summary, self.approvals.widget, self.steps]
+        )
         self.widget.add_class("nbagent-run")
         self.widget.add_class(f"nbagent-run-{run.run_id}")
         with _views_lock:
@@ -246,9 +252,22 @@ class LiveView:
         elif kind is ev.RunFinished:
             self._run_finished()
             return
+        elif kind is ev.ApprovalRequested:
+            self._guarded(self.approvals.add, event.call_id, event.tool, event.arguments)  # type: ignore[attr-defined]
+        elif kind is ev.ApprovalDecided:
+            self._guarded(self.approvals.remove, event.call_id)  # type: ignore[attr-defined]
         if event.step in self._panels:
             self._dirty.add(event.step)
         self._schedule()
+
+    def _guarded(self, change: Callable[..., None], *args: Any) -> None:
+        if self._broken:
+            return
+        try:
+            change(*args)
+        except Exception:
+            self._broken = True
+            logger.exception("nbagent: the live view of run %s stopped updating", self.run.run_id)
 
     def _offset(self, t: float) -> float:
         return t - (self._t0 if self._t0 is not None else t)
@@ -319,6 +338,8 @@ class LiveView:
                 elapsed = self._offset(now) if self._t0 is not None else None
                 head = self._head_value("running", elapsed, stopping)
             self._set(self.head, head)
+            if self.run.limits is not None:
+                self._set(self.meters, meters_html(self.run.limits_used()))
             summary = summary_html(
                 self._task,
                 steps=len(live.steps),
@@ -330,6 +351,9 @@ class LiveView:
         else:
             live = record
             self._set(self.head, self._head_value(str(record.status), record.duration_s))
+            if self.run.limits is not None:
+                tripped = record.stop_reason if record.status == "limit" else None
+                self._set(self.meters, meters_html(self.run.limits_used(), tripped))
             summary = record_summary(record)
         self._set(self.summary, summary)
         steps = {s.number: s for s in live.steps[-len(self._panels) :]} if self._panels else {}
@@ -365,6 +389,7 @@ class LiveView:
         self._write(self._clock(), record)
         # Even a view whose updates broke tries to show the end: a "running" badge must not stay.
         try:
+            self.approvals.clear()
             self.stop_button.disabled = True
             self.after_step_button.disabled = True
             if self._displayed:

@@ -47,7 +47,7 @@ STOP_REASONS = {
     "keyboard": "stopped by Ctrl-C",
 }
 _COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
-_STATUS_COLORS = {"success": "green", "interrupted": "yellow", "max_steps": "yellow"}
+_STATUS_COLORS = {"success": "green", "interrupted": "yellow", "max_steps": "yellow", "limit": "yellow"}
 
 
 def plural(count: int, word: str) -> str:
@@ -101,6 +101,10 @@ def summary_line(record: RunRecord) -> str:
         parts.append(f"${record.cost_usd:.4f}")
     if record.queued_s > 0:
         parts.append(f"queued {_seconds(record.queued_s)}")
+    if record.wait_s > 0:
+        parts.append(f"waited {_seconds(record.wait_s)} for approvals")
+    if record.status == "limit" and record.stop_reason:
+        parts.append(f"budget {_one_line(record.stop_reason, 40)} reached")
     if record.status == "interrupted" and record.stop_reason:
         reason = STOP_REASONS.get(record.stop_reason, f"stop reason: {record.stop_reason}")
         parts.append(_one_line(reason, 80))
@@ -317,6 +321,11 @@ class TextView:
         elif isinstance(event, ev.ToolCallFinished):
             outcome = _outcome(event.status, event.result, event.error)
             self._lines("    " + (outcome if event.status == "ok" else self._paint(outcome, "red")))
+        elif isinstance(event, ev.ApprovalRequested):
+            self._lines(self._paint(f"    ◆ waiting for approval ({_one_line(event.call_id, 40)})", "yellow"))
+        elif isinstance(event, ev.ApprovalDecided):
+            why = f": {_one_line(event.reason, 200)}" if event.reason else ""
+            self._lines(f"    {event.decision}{why} after {_seconds(event.wait_s)}")
         elif isinstance(event, ev.Retrying):
             reason = _one_line(event.reason, 200)
             self._lines(f"  ↻ retrying in {event.delay_s:.1f} s (attempt {event.attempt}): {reason}")

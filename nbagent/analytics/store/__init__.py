@@ -2,22 +2,26 @@
 
 ``nbagent.start(agent, task, store=RunStore("runs.db"))`` (or ``nbagent.configure(store=...)``)
 adds the store's sink to the run. The sink folds the run's events with its own ``Recorder`` (the
-one place that decides what a run looked like) and writes each row as it changes, committing at
-every point where the run may then wait or end: the run's start, its wait for its agent and the
-end of that wait, a step's start and finish, a tool call's start, the run's end (a call's result
-rides with the next commit, which follows at once). So a ``kill -9`` keeps every finished step,
-and even shows the step and the tool call the process died in. Streamed text and usage are
-folded in memory and land with their step.
+one place that decides what a run looked like) and marks each row as it changes, queueing a
+commit at every point where the run may then wait or end: the run's start, its wait for its
+agent and the end of that wait, a step's start and finish, a tool call's start, the run's end (a
+call's result rides with the next commit, which follows at once). So a ``kill -9`` keeps every
+finished step, and even shows the step and the tool call the process died in, with the text the
+model had streamed in it (written every ``TEXT_INTERVAL_S``, half a second, while it streams).
+Usage is folded in memory and lands with its step.
 
 Durability: the database is in WAL mode with ``synchronous=NORMAL``, which keeps every commit
 through a crash of the process (``kill -9``, a dead kernel); ``RunStore(path, synchronous="FULL")``
 also survives a power cut, at the price of an fsync per commit.
 
-The sink only folds events and queues rows: the writes happen in order on a thread of the
-store's own ("nbagent-store", started when there is something to write and gone when there is
-not), so a slow or locked database never holds up the runner's loop, and with it every run and
-every Stop. The runner waits (without blocking its loop, and for a bounded time) until a run's
-rows are written before it hands back the record, so a returned record is a stored one.
+The sink only folds events and queues commit points: the rows are built and written in order on
+a thread of the store's own ("nbagent-store", started when there is something to write and gone
+when there is not), so a slow or locked database never holds up the runner's loop, and with it
+every run and every Stop. Commits are grouped: whatever the runs sharing the store queued while
+the thread was writing goes in its next transaction, each row once (``commits.WriteQueue``), so a
+hundred runs share commits instead of queueing one each. The runner waits (without blocking its
+loop, and for a bounded time) until a run's rows are written before it hands back the record,
+so a returned record is a stored one.
 
 Several kernels may write one store at once: each write is a short ``BEGIN IMMEDIATE``
 transaction, SQLite's busy timeout queues the writers, and a write that still fails is retried;
@@ -56,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent import events as ev
+from nbagent.analytics.store.commits import WriteQueue
 from nbagent.analytics.store.file import (
     CleaningConnection,
     NotAStoreError,
@@ -69,8 +74,9 @@ from nbagent.analytics.store.file import (
     retrying,
     why_not_writable,
 )
+from nbagent.analytics.store.identity import this_writer, writer_gone
 from nbagent.analytics.store.schema import SCHEMA_VERSION, UNFINISHED_ERROR, put_whole_run, read_records
-from nbagent.analytics.store.writer import RunWriter, WriteQueue, this_writer, writer_gone
+from nbagent.analytics.store.writer import RunWriter
 from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
@@ -125,7 +131,7 @@ class RunStore:
         self._synchronous = synchronous
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
-        self._queue = WriteQueue()
+        self._queue = WriteQueue(lambda work: self._write(work, clean=False))
         self._unwritten_lock = threading.Lock()
         self._queued_writes: dict[str, int] = {}
         self._behind: set[str] = set()
@@ -209,11 +215,15 @@ class RunStore:
                 "open a writable store for that"
             )
 
-    def _write(self, work: Callable[[Any], Any]) -> None:
+    def _write(self, work: Callable[[Any], Any], *, clean: bool = True) -> None:
+        """Run ``work`` in one write transaction. ``clean=False`` binds values as they are: for
+        rows built from a ``Recorder``'s record, whose values are clean already; if one still
+        fails, the caller writes the same rows again with ``clean=True``."""
         with self._lock:
             if self._conn is None:
                 raise ReadOnlyStoreError(f"{self.path} is not open for writing")
-            retrying(self._conn, lambda conn: work(CleaningConnection(conn)), begin="BEGIN IMMEDIATE")
+            wrap = CleaningConnection if clean else (lambda conn: conn)
+            retrying(self._conn, lambda conn: work(wrap(conn)), begin="BEGIN IMMEDIATE")
 
     def sink(self) -> Callable[[ev.RunEvent], None]:
         """A sink for one run: pass it to ``start(sinks=[...])``, or just ``start(store=store)``.
@@ -305,6 +315,23 @@ class RunStore:
         the writes; ``warnings.simplefilter("error", PendingWritesWarning)`` makes it strict.
         """
         return self._read(run_ids)
+
+    def records_where(self, path: str, value: Any) -> list[RunRecord]:
+        """The stored runs whose ``metadata`` holds ``value`` at ``path`` (dotted keys:
+        ``records_where("batch.name", "qa-v2")``), oldest first; the search runs in SQL."""
+        if not path or any(not part or not part.replace("_", "").isalnum() for part in path.split(".")):
+            raise ValueError(f"path must be dotted keys of letters, digits and '_', not {path!r}")
+        query = (
+            "SELECT run_id FROM runs WHERE CASE WHEN json_valid(metadata) "
+            "THEN json_extract(metadata, ?) END = ?"
+        )
+        self.flush(timeout=self._busy_timeout_s)  # this process's own runs first
+        with self._reader() as conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
+                return []
+            rows = retrying(conn, lambda c: c.execute(query, (f"$.{path}", value)).fetchall())
+        ids = [row[0] for row in rows]
+        return self._read(ids) if ids else []
 
     def record(self, run_id: str) -> RunRecord:
         """The stored run ``run_id``; ``KeyError`` if there is none."""

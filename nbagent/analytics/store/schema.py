@@ -29,7 +29,7 @@ from typing import Any
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.text import clean, safe_text
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -74,6 +74,7 @@ CREATE TABLE steps (
     error TEXT,
     interrupted INTEGER NOT NULL,
     retries INTEGER NOT NULL DEFAULT 0,
+    model_ended_at TEXT,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE tool_calls (
@@ -90,6 +91,8 @@ CREATE TABLE tool_calls (
     status TEXT,
     result TEXT,
     error TEXT,
+    approval TEXT,
+    approval_wait_s REAL,
     PRIMARY KEY (run_id, step, seq)
 ) WITHOUT ROWID;
 """
@@ -118,6 +121,12 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE runs ADD COLUMN metadata TEXT;
         ALTER TABLE runs ADD COLUMN model_params TEXT;
         ALTER TABLE runs ADD COLUMN messages TEXT;
+    """,
+    # Version 3 did not keep when a step's model call ended, nor the approvals of tool calls.
+    3: """
+        ALTER TABLE steps ADD COLUMN model_ended_at TEXT;
+        ALTER TABLE tool_calls ADD COLUMN approval TEXT;
+        ALTER TABLE tool_calls ADD COLUMN approval_wait_s REAL;
     """,
 }
 """``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
@@ -272,6 +281,7 @@ def step_row(run_id: str, step: StepRecord) -> tuple[Any, ...]:
         step.error,
         int(step.interrupted),
         step.retries,
+        iso(step.model_ended_at),
     )
 
 
@@ -290,6 +300,8 @@ def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[An
         call.status,
         to_json(call.result),
         call.error,
+        call.approval,
+        call.approval_wait_s,
     )
 
 
@@ -374,6 +386,7 @@ def read_records(
             error=row[11],
             interrupted=bool(row[12]),
             retries=row[13],
+            model_ended_at=_time(row[14]),
         )
         run.steps.append(step)
         steps[(row[0], row[1])] = step
@@ -394,6 +407,8 @@ def read_records(
                 error=row[12],
                 ended_at=_time(row[8]),
                 end_s=row[9],
+                approval=row[13],
+                approval_wait_s=row[14],
             )
         )
     return list(runs.values())

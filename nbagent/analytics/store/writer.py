@@ -2,34 +2,31 @@
 
 Part of ``nbagent.store`` (which holds the ``RunStore`` API and explains the design). The sink
 (``RunWriter``) runs on the runner's loop thread: it folds events with its own ``Recorder`` and
-turns what changed into plain row tuples, so the loop never waits on the database. The rows are
-written in order by ``WriteQueue``, one thread per store that exists only while there is work.
+notes what changed, so the loop never waits on the database. The rows are built and written in
+order by ``WriteQueue`` (``nbagent.analytics.store.commits``), one thread per store that exists
+only while there is work.
 
-A run is written with the identity of the process writing it (host, pid and, on Linux, the
-process's boot id and start time, which tell a reused pid apart), so a reader can tell a run
-whose writer died (``"unfinished"``) from one still being written.
+A run is written with the identity of the process writing it (``nbagent.analytics.store.identity``),
+so a reader can tell a run whose writer died (``"unfinished"``) from one still being written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
-import socket
-import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nbagent import events as ev
+from nbagent.analytics.store.commits import GROUP_LIMIT, Row, RowsJob, WriteQueue
+from nbagent.analytics.store.identity import _live_lock, _live_run_ids, this_writer, writer_gone
 from nbagent.analytics.store.schema import (
     PUT_CALL,
     PUT_RUN,
     PUT_STEP,
-    Writer,
+    STEP_COLUMNS,
     call_row,
     put_whole_run,
     run_row,
@@ -42,156 +39,35 @@ if TYPE_CHECKING:
 
     from nbagent.analytics.store import RunStore
 
+__all__ = ["GROUP_LIMIT", "RowsJob", "RunWriter", "WriteQueue", "this_writer", "writer_gone"]
+
 logger = logging.getLogger("nbagent")
 
 _LAST_WRITE_ATTEMPTS = 4
 
-# -- who is writing ------------------------------------------------------------------------------
+TEXT_INTERVAL_S = 0.5
+"""How far behind the stream a step in progress may be in the store (its text so far)."""
 
-
-def _process_start(pid: int) -> str | None:
-    """The boot id and start time of process ``pid`` (Linux), which tell a reused pid apart."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses; the start time is field 22.
-    return f"{boot}:{stat.rpartition(')')[2].split()[19]}"
-
-
-_identity: tuple[int, Writer] | None = None
-
-
-def this_writer() -> Writer:
-    """(host, pid, start) of this process, recomputed after a fork."""
-    global _identity
-    pid = os.getpid()
-    if _identity is None or _identity[0] != pid:
-        _identity = (pid, (socket.gethostname(), pid, _process_start(pid)))
-    return _identity[1]
-
-
-def _pid_alive(pid: int) -> bool:
-    if sys.platform == "win32":
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if not handle:
-            return False
-        code = ctypes.c_ulong()
-        try:
-            kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
-        finally:
-            kernel32.CloseHandle(handle)
-        return code.value == 259  # STILL_ACTIVE
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, owned by someone else
-    return True
-
-
-_live_lock = threading.Lock()
-_live_run_ids: set[str] = set()
-"""Runs this process is writing right now (across all stores)."""
-
-
-def _writer_alive(host: str | None, pid: int | None, start: str | None) -> bool:
-    """Could the writer of a run still be writing it? Unknown writers (other hosts) count as alive."""
-    if pid is None:
-        return False  # written before writers were recorded (schema 1): nobody is writing it now
-    if host != socket.gethostname():
-        return True
-    if not _pid_alive(pid):
-        return False
-    return start is None or _process_start(pid) in (None, start)
-
-
-def writer_gone(run_id: str, writer: Writer) -> bool:
-    """True when a run stored as running can no longer be finished by its writer."""
-    if writer == this_writer():
-        with _live_lock:
-            return run_id not in _live_run_ids
-    return not _writer_alive(*writer)
-
-
-# -- the writer thread ----------------------------------------------------------------------------
-
-
-class WriteQueue:
-    """Jobs done in order on one thread that exists only while there is work.
-
-    ``put`` may be called from any thread. ``drained()`` is a future that completes when the
-    queue is empty (at once if it is), for the runner to await and ``flush`` to wait on.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: deque[Callable[[], None]] = deque()
-        self._lock = threading.Lock()
-        self._busy = False
-        self._waiters: list[Future[None]] = []
-
-    def put(self, job: Callable[[], None]) -> None:
-        with self._lock:
-            self._jobs.append(job)
-            if self._busy:
-                return
-            self._busy = True
-        threading.Thread(target=self._serve, name="nbagent-store", daemon=True).start()
-
-    def passed(self) -> Future[None]:
-        """A future that completes once every job queued so far has run (jobs queued later, by
-        other runs, are not waited for): what one run awaits for its own rows."""
-        done: Future[None] = Future()
-        done.set_running_or_notify_cancel()
-        self.put(lambda: done.set_result(None))
-        return done
-
-    def drained(self) -> Future[None]:
-        done: Future[None] = Future()
-        with self._lock:
-            if self._busy:
-                self._waiters.append(done)
-                return done
-        done.set_result(None)
-        return done
-
-    def _serve(self) -> None:
-        while True:
-            with self._lock:
-                if not self._jobs:
-                    self._busy = False
-                    waiters, self._waiters = self._waiters, []
-                    break
-                job = self._jobs.popleft()
-            try:
-                job()
-            except Exception:  # a job reports its own failures; this only keeps the queue going
-                logger.exception("nbagent: a store write failed")
-        for waiter in waiters:
-            waiter.set_result(None)
-
-
-Row = tuple[str, tuple[Any, ...]]
-"""A statement and its parameters."""
+_TEXT_COLUMN = list(STEP_COLUMNS).index("model_output")
 
 
 class RunWriter:
     """The sink of one run: folds its events and queues the rows that changed.
 
-    Called on the runner's loop thread, in event order; the rows are plain tuples made here, and
-    the store's writer thread writes them. A transaction is committed at every point where the
-    run may then wait a long time or end: the run's start, its wait for its agent and the end of
-    that wait (which moves its ``started_at``), a step's start and finish, a tool call's start,
-    the run's end. A finished tool call rides with the next of those (the next call or the
-    step's finish follows at once), which saves a commit per call. When a write fails, the next
-    commit rewrites the whole run from a copy of the record, so the store catches up; the run's
-    last write is retried a few times, as nothing follows it, and then handed to the store, which
-    tries it again at each read until it lands.
+    Called on the runner's loop thread, in event order: it folds the event and notes which rows
+    it changed (the run, a step, a tool call). The rows are built from the record when the
+    store's writer thread takes them, under the sink's lock (so a row never shows half an
+    event), and a row changed several times while the writer was busy is built and written
+    once: under load a step's start and end, or a call's, become one row.
+
+    A commit point is queued wherever the run may then wait a long time or end: the run's start,
+    its wait for its agent and the end of that wait (which moves its ``started_at``), a step's
+    start and finish, a tool call's start, the run's end; a step's text in progress every
+    ``TEXT_INTERVAL_S``. A finished tool call rides with the next of those (the next call or the
+    step's finish follows at once). When a write fails, the next commit rewrites the whole run
+    from a copy of the record, so the store catches up; the run's last write is retried a few
+    times, as nothing follows it, and then handed to the store, which tries it again at each
+    read until it lands.
     """
 
     def __init__(self, store: RunStore) -> None:
@@ -200,9 +76,15 @@ class RunWriter:
         self._run_id: str | None = None
         self._behind = False
         """Set by the writer thread when a write failed; read here to send the whole run next."""
-        self._pending: list[Row] = []
+        self._lock = threading.Lock()
+        """Held while an event is folded in and while the writer builds rows from the record."""
+        self._dirty: set[tuple[int, ...]] = set()
+        """Rows changed since the writer last took them: () the run, (step,), (step, seq)."""
         self._open_steps: set[int] = set()
         self._open_calls: set[tuple[int, int]] = set()
+        self._text_steps: set[int] = set()
+        self._text_timer = False
+        self._ended = False
 
     def __repr__(self) -> str:
         return f"<RunStore sink {self._store.path} run={self._run_id}>"
@@ -215,32 +97,91 @@ class RunWriter:
         return record
 
     def __call__(self, event: ev.RunEvent) -> None:
-        self._recorder.apply(event)
         kind = type(event)
-        if kind is ev.TextDelta or kind is ev.Usage or kind is ev.Retrying:
-            return  # folded in memory; written with the step
+        with self._lock:
+            self._recorder.apply(event)
+            if kind is ev.TextDelta:
+                changed: list[tuple[int, ...]] = []
+            elif kind is ev.Usage or kind is ev.Retrying:
+                return  # folded in memory; written with the step
+            else:
+                changed = self._changed(event)
+                self._dirty.update(changed)
+        if kind is ev.TextDelta:
+            self._text_changed(event.step)
+            return
         if kind is ev.RunStarted:
             self._run_id = event.run_id
             with _live_lock:
                 _live_run_ids.add(event.run_id)
-        self._pending.extend(self._rows(event))
         if kind is ev.ToolCallFinished:
-            return
+            return  # rides with the next commit point, which follows at once
         last = kind is ev.RunFinished
-        if not (self._pending or self._behind or last):
+        if not (changed or self._behind or last):
             return
-        rows, self._pending = self._pending, []
-        whole = self._recorder.snapshot() if (self._behind or last) else None
-        run_id = self._record.run_id
-        self._store._writes_queued(run_id, 1)
+        if last:
+            self._ended = True
+        # The copy a rewrite needs; at the run's end it is taken on the writer thread, only if the
+        # write fails (nothing changes the record after its last event).
+        whole = self._recorder.snapshot() if self._behind else None
+        self._store._writes_queued(self._record.run_id, 1)
+        self._store._queue.put(RowsJob(self, whole, last))
 
-        def job() -> None:
-            try:
-                self._commit(rows, whole, last)
-            finally:
-                self._store._writes_queued(run_id, -1)
+    def _text_changed(self, step: int) -> None:
+        """A step's text grew: write the step as it stands within ``TEXT_INTERVAL_S``, so a
+        process killed mid-step keeps what the model had said (one row per interval, however fast
+        tokens stream)."""
+        self._text_steps.add(step)
+        if self._text_timer:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on a loop (a run ended from another thread): the end writes it
+            return
+        self._text_timer = True
+        loop.call_later(TEXT_INTERVAL_S, self._write_text)
 
-        self._store._queue.put(job)
+    def _write_text(self) -> None:
+        """On the loop, between events: queue the open steps whose text grew (the rows are built
+        with the text so far)."""
+        self._text_timer = False
+        steps, self._text_steps = self._text_steps, set()
+        if self._ended or self._behind:
+            return  # the end (or the next rewrite of the whole run) writes it
+        with self._lock:
+            self._dirty.update((n,) for n in steps)
+        self._store._writes_queued(self._record.run_id, 1)
+        self._store._queue.put(RowsJob(self, None, False))
+
+    def _take_rows(self) -> list[Row]:
+        """On the writer thread: the rows changed since the last take, as they stand now."""
+        with self._lock:
+            keys, self._dirty = self._dirty, set()
+            record = self._recorder.live
+            if record is None or not keys:
+                return []
+            rows: list[Row] = []
+            for key in sorted(keys):
+                if not key:
+                    rows.append((PUT_RUN, run_row(record, this_writer())))
+                    continue
+                step = self._find_step(key[0])
+                if step is None:
+                    continue
+                if len(key) == 1:
+                    row = step_row(record.run_id, step)
+                    if step.end_s is None:  # in progress: with the text streamed so far
+                        row = (
+                            *row[:_TEXT_COLUMN],
+                            self._recorder.live_text(step.number),
+                            *row[_TEXT_COLUMN + 1 :],
+                        )
+                    rows.append((PUT_STEP, row))
+                elif key[1] < len(step.tool_calls):
+                    rows.append(
+                        (PUT_CALL, call_row(record.run_id, step.number, key[1], step.tool_calls[key[1]]))
+                    )
+            return rows
 
     def drained(self) -> Future[None]:
         """Completes when this run's rows are written (the runner awaits it): the writes queued
@@ -249,6 +190,8 @@ class RunWriter:
 
     def _commit(self, rows: list[Row], whole: RunRecord | None, last: bool) -> None:
         """On the store's writer thread: write ``rows``, or all of ``whole`` when behind."""
+        if last and whole is None:
+            whole = self._recorder.snapshot()  # the run has ended: its record no longer changes
 
         def write(conn: sqlite3.Connection) -> None:
             for statement, params in rows:
@@ -257,6 +200,7 @@ class RunWriter:
         def rewrite(conn: sqlite3.Connection) -> None:
             assert whole is not None
             put_whole_run(conn, whole, this_writer())
+            write(conn)  # built after the copy was taken: newer
 
         attempts = _LAST_WRITE_ATTEMPTS if last else 1
         run_id = self._run_id or ""
@@ -271,8 +215,7 @@ class RunWriter:
                     logger.debug("nbagent: retrying the last write of run %s: %s", run_id, exc)
                     time.sleep(0.2 * 2**attempt)
                 else:
-                    self._behind = False
-                    self._store._run_behind(run_id, False)
+                    self._written(last)
                     return
         except Exception as exc:
             if not self._behind or last:  # once when it falls behind, once at the end
@@ -287,10 +230,21 @@ class RunWriter:
                 )
             self._behind = True
             self._store._run_behind(run_id, True, whole if last else None)
-        finally:
             if last:
                 with _live_lock:
                     _live_run_ids.discard(run_id)
+            self._store._writes_queued(run_id, -1)
+
+    def _written(self, last: bool) -> None:
+        """On the writer thread: this sink's queued rows are committed."""
+        run_id = self._run_id or ""
+        if self._behind:
+            self._behind = False
+            self._store._run_behind(run_id, False)
+        if last:
+            with _live_lock:
+                _live_run_ids.discard(run_id)
+        self._store._writes_queued(run_id, -1)
 
     def _find_step(self, number: int) -> StepRecord | None:
         for step in reversed(self._record.steps):
@@ -298,26 +252,18 @@ class RunWriter:
                 return step
         return None
 
-    def _rows(self, event: ev.RunEvent) -> list[Row]:
-        """The rows ``event`` changed, as they stand now."""
-        record = self._record
+    def _changed(self, event: ev.RunEvent) -> list[tuple[int, ...]]:
+        """The rows ``event`` changed: () the run, (step,) a step, (step, seq) a tool call."""
         kind = type(event)
         if kind is ev.RunStarted or kind is ev.RunQueued or kind is ev.RunDequeued:
-            return [(PUT_RUN, run_row(record, this_writer()))]
+            return [()]
         if kind is ev.RunFinished:
             # The recorder has closed whatever was still open: rewrite those rows, then the run.
-            rows: list[Row] = []
-            for number in sorted(self._open_steps):
-                step = self._find_step(number)
-                if step is not None:
-                    rows.append((PUT_STEP, step_row(record.run_id, step)))
-            for number, seq in sorted(self._open_calls):
-                step = self._find_step(number)
-                if step is not None:
-                    rows.append((PUT_CALL, call_row(record.run_id, number, seq, step.tool_calls[seq])))
+            keys: list[tuple[int, ...]] = [(n,) for n in self._open_steps]
+            keys.extend(self._open_calls)
             self._open_steps.clear()
             self._open_calls.clear()
-            return [*rows, (PUT_RUN, run_row(record, this_writer()))]
+            return [*keys, ()]
         step = self._find_step(event.step)
         if step is None:
             return []
@@ -326,7 +272,7 @@ class RunWriter:
                 self._open_steps.add(step.number)
             else:
                 self._open_steps.discard(step.number)
-            return [(PUT_STEP, step_row(record.run_id, step))]
+            return [(step.number,)]
         if kind is ev.ToolCallStarted or kind is ev.ToolCallFinished:
             call_id = event.call_id  # type: ignore[attr-defined]
             seq = next((i for i, c in enumerate(step.tool_calls) if c.call_id == call_id), None)
@@ -336,5 +282,5 @@ class RunWriter:
                 self._open_calls.add((step.number, seq))
             else:
                 self._open_calls.discard((step.number, seq))
-            return [(PUT_CALL, call_row(record.run_id, step.number, seq, step.tool_calls[seq]))]
+            return [(step.number, seq)]
         return []

@@ -1,0 +1,456 @@
+"""What a batch costs: its scheduling against a bare ``asyncio.gather``, its live table on the wire,
+its Stop, Ray against local, and the store under a hundred concurrent runs.
+
+1. Local. 1,000 tasks of a scripted agent (3 steps of ~20 tokens at 500 tokens/s, first token after
+   50 ms: the work is waiting, as on a real model) at concurrency 100, against the same runs under
+   ``asyncio.gather`` with a semaphore (``nbagent.arun``), alternated 3 times after a warm-up.
+   ``wall_ratio`` is the median of the gather's wall time over the batch's (target >= 0.9). Then the
+   same batch with its live table in a real kernel (jupyter_client): the widget messages the kernel
+   sends (``comm_msg``/``comm_open``) per second and their bytes (targets <= 40 msgs/s, <= 100
+   kB/s). Then Stop all with 100 runs live, 5 times: from ``interrupt()`` to each task's final
+   record in the batch (p99 over all, target <= 200 ms) and to the last one.
+2. Ray (skipped without Ray): a local cluster on 127.0.0.1 with 2 worker processes; 200 tasks,
+   tasks/s against local; Stop with 40 remote runs live: to each record back in the notebook (p99
+   target <= 500 ms).
+3. Store. 100 concurrent runs of 100 steps (each step reports text, usage and one tool call, as an
+   agent's does, with no model latency) writing through one ``RunStore`` (WAL,
+   ``synchronous=NORMAL``): steps/s from the first event to the last commit, with grouped commits
+   and, as the baseline they replace, one transaction per commit point (``GROUP_LIMIT = 1``; rows
+   are still built once per take); the p99 and max delay from a step's end to the commit of its row
+   (target <= 100 ms), and a check that every run's rows were committed before its record was
+   returned. Target >= 20,000 steps/s.
+
+    python benchmarks/batch.py [--quick] [--json] [--no-ray] [--no-kernel]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbagent
+from nbagent.analytics.store import RunStore
+from nbagent.analytics.store import commits as store_commits
+from nbagent.analytics.store import writer as store_writer
+from nbagent.batches import batch
+from nbagent.models import ScriptedModel, ToolCall
+from nbagent.models.scripted import Reply
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # kernel_support, batch_agents
+
+TEXT = "the agent reads the task and thinks about which tool to call before it answers"
+
+
+@nbagent.tool
+async def echo(x: int) -> int:
+    """Echo x.
+
+    Args:
+        x: a number.
+    """
+    return x
+
+
+def waiting_agent() -> nbagent.Agent:
+    """3 steps of ~20 tokens at 500 tokens/s, the first token after 50 ms."""
+    text = TEXT
+    turns = [
+        Reply(text, [ToolCall("echo", {"x": 1})]),
+        Reply(text, [ToolCall("echo", {"x": 2})]),
+        text + " done.",
+    ]
+    return nbagent.Agent(
+        ScriptedModel(turns, tokens_per_s=500, first_token_s=0.05), tools=[echo], name="bench"
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+# -- 1. local -------------------------------------------------------------------------------------
+
+
+def gather_wall(tasks: int, concurrency: int) -> float:
+    async def main() -> None:
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            async with slots:
+                record = await nbagent.arun(waiting_agent(), f"task {i}", display=False)
+                assert record.status == "success", record.summary()
+
+        await asyncio.gather(*(one(i) for i in range(tasks)))
+
+    start = time.perf_counter()
+    asyncio.run(main())
+    return time.perf_counter() - start
+
+
+def batch_wall(tasks: int, concurrency: int) -> float:
+    start = time.perf_counter()
+    frame = batch(
+        waiting_agent, [f"task {i}" for i in range(tasks)], concurrency=concurrency, display=False
+    ).wait()
+    wall = time.perf_counter() - start
+    assert (frame["status"] == "success").all()
+    return wall
+
+
+def streaming(state) -> bool:
+    """Whether a task's run has streamed text (cheap: no copy of its record)."""
+    run = state.run
+    if hasattr(run, "live_text"):
+        return bool(run.live_text(1))
+    record = run.record if run is not None and run.run_id else None
+    return record is not None and bool(record.steps)
+
+
+def stop_latencies(handle, live: int, timeout: float = 300) -> tuple[list[float], float]:
+    """Wait until ``live`` runs stream, Stop all, and time each task's final record reaching the
+    batch (stamped on the runner's loop as the batch takes it, so the timing does not compete with
+    a polling thread for the GIL)."""
+    deadline = time.monotonic() + timeout
+    while sum(streaming(s) for s in handle.running()) < live:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the runs did not start")
+        time.sleep(0.05)
+    stamps: list[float] = []
+    ended = handle._ended
+
+    async def stamped(state, record):
+        stamps.append(time.perf_counter())
+        await ended(state, record)
+
+    handle._ended = stamped
+    start = time.perf_counter()
+    handle.interrupt()
+    handle.wait(timeout=60)
+    latencies = [(t - start) * 1000 for t in stamps]
+    return latencies, max(latencies)
+
+
+def slow_agent() -> nbagent.Agent:
+    return nbagent.Agent(ScriptedModel(["word " * 5000], tokens_per_s=100, first_token_s=0.0))
+
+
+def local_stop(live: int, repeats: int) -> dict[str, float]:
+    latencies, lasts = [], []
+    for _ in range(repeats):
+        handle = batch(slow_agent, [f"t{i}" for i in range(live * 2)], concurrency=live, display=False)
+        each, last = stop_latencies(handle, live)
+        frame = handle.frame()
+        assert frame["status"].value_counts().to_dict() == {"interrupted": live, "skipped": live}
+        latencies.extend(each)
+        lasts.append(last)
+    return {
+        "stop_p50_ms": percentile(latencies, 50),
+        "stop_p99_ms": percentile(latencies, 99),
+        "stop_all_ms": max(lasts),
+    }
+
+
+KERNEL_SETUP = """
+import sys
+sys.path.insert(0, {bench!r})
+import nbagent
+from nbagent.batches import batch
+from batch import waiting_agent
+"""
+
+
+def table_costs(tasks: int, concurrency: int) -> dict[str, float]:
+    from kernel_support import KernelDriver
+
+    with KernelDriver.start() as kernel:
+        kernel.execute(KERNEL_SETUP.format(bench=str(Path(__file__).resolve().parent)))
+        done = kernel.execute(
+            f"b = batch(waiting_agent, [f'task {{i}}' for i in range({tasks})], concurrency={concurrency})"
+        )
+        table = done.widget_view()
+        first = len(kernel.widgets.history)
+        kernel.wait_for(lambda: "done" in kernel.widgets.text_under(table).split("</b>")[1], timeout=600)
+        kernel.pump(0.3)
+        updates = kernel.widgets.history[first:]
+        span = updates[-1].at - updates[0].at
+        out = kernel.execute("frame = await b\nprint((frame.status == 'success').sum())").stdout.strip()
+        assert out == str(tasks), out
+    return {
+        "table_msgs_per_s": len(updates) / span,
+        "table_bytes_per_s": sum(u.size for u in updates) / span,
+        "table_seconds": span,
+    }
+
+
+# -- 2. Ray ---------------------------------------------------------------------------------------
+
+
+def ray_part(tasks: int, live: int) -> dict[str, float]:
+    import ray
+
+    from nbagent.batches.ray import RayBackend
+
+    temp = tempfile.mkdtemp(prefix="nbr", dir="/tmp")
+    started = time.perf_counter()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        _temp_dir=temp,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": f"{HERE}:{HERE.parent / 'tests'}"}},
+    )
+    init_s = time.perf_counter() - started
+    try:
+        from batch import waiting_agent as remote_agent  # importable by the workers (PYTHONPATH)
+
+        names = [f"task {i}" for i in range(tasks)]
+        start = time.perf_counter()
+        frame = batch(
+            remote_agent, names, concurrency=100, backend=RayBackend(workers=2), display=False
+        ).wait()
+        ray_s = time.perf_counter() - start
+        assert (frame["status"] == "success").all(), frame["error"].dropna().head()
+        local_s = batch_wall(tasks, 100)
+        from batch_agents import talker
+
+        rows = [{"id": f"t{i}", "task": f"talk {i}", "seconds": 60} for i in range(live * 2)]
+        handle = batch(talker, rows, concurrency=live, backend=RayBackend(workers=2), display=False)
+        latencies, last = stop_latencies(handle, live)
+    finally:
+        ray.shutdown()
+    return {
+        "ray_init_s": init_s,
+        "ray_tasks_per_s": tasks / ray_s,
+        "local_tasks_per_s": tasks / local_s,
+        "ray_vs_local": local_s / ray_s,
+        "ray_stop_p50_ms": percentile(latencies, 50),
+        "ray_stop_p99_ms": percentile(latencies, 99),
+        "ray_stop_all_ms": last,
+    }
+
+
+# -- 3. the store ---------------------------------------------------------------------------------
+
+
+class StepSource:
+    """A run of ``steps`` steps, each as an agent's step reports it (its text, usage, a tool call),
+    yielding to the loop between steps as a real run waits for its model: the store's load
+    without the agent loop's own per-step cost."""
+
+    name = "steps"
+    model_name = "instant"
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    async def drive(self, task: str, ctx, reset: bool = True) -> str:
+        for n in range(self.steps):
+            ctx.start_step("action")
+            ctx.text(f"step {n}: calling echo")
+            ctx.usage(120, 12, "reported")
+            ctx.tool_started(f"c{n}", "echo", {"x": n})
+            ctx.tool_finished(f"c{n}", "ok", n)
+            ctx.finish_step()
+            await asyncio.sleep(0)
+        return "done"
+
+
+class CommitClock:
+    """Times, per run's sink, each commit point queued and each one committed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queued: dict[int, int] = {}
+        self.committed: dict[int, int] = {}
+        self.step_ends: list[tuple[int, int, float]] = []  # sink, job number, time of the step's end
+        self.commit_times: dict[tuple[int, int], float] = {}
+        self.first_event: float | None = None
+        self.behind_at_return: int = 0
+
+    def install(self):
+        clock = self
+        call, written, put = (
+            store_writer.RunWriter.__call__,
+            store_writer.RunWriter._written,
+            store_commits.WriteQueue.put,
+        )
+
+        def timed_put(queue, job):
+            if type(job) is store_commits.RowsJob:
+                with clock.lock:
+                    clock.queued[id(job.sink)] = clock.queued.get(id(job.sink), 0) + 1
+            put(queue, job)
+
+        def timed_call(sink, event):
+            now = time.perf_counter()
+            if clock.first_event is None:
+                clock.first_event = now
+            call(sink, event)
+            if type(event) is nbagent.events.StepFinished:  # its commit point is the sink's latest job
+                with clock.lock:
+                    clock.step_ends.append((id(sink), clock.queued.get(id(sink), 0), now))
+
+        def timed_written(sink, last):
+            now = time.perf_counter()
+            with clock.lock:
+                n = clock.committed.get(id(sink), 0) + 1
+                clock.committed[id(sink)] = n
+                clock.commit_times[(id(sink), n)] = now
+            written(sink, last)
+
+        store_writer.RunWriter.__call__ = timed_call
+        store_writer.RunWriter._written = timed_written
+        store_commits.WriteQueue.put = timed_put
+        return call, written, put
+
+    @staticmethod
+    def uninstall(saved) -> None:
+        store_writer.RunWriter.__call__, store_writer.RunWriter._written, store_commits.WriteQueue.put = saved
+
+
+def runner_rate(runs: int, steps: int) -> float:
+    """Steps/s of the same runs without a store: the ceiling the store's rate is bounded by here."""
+
+    async def main() -> None:
+        await asyncio.gather(*(nbagent.start(StepSource(steps), f"r{n}", display=False) for n in range(runs)))
+
+    start = time.perf_counter()
+    asyncio.run(main())
+    return runs * steps / (time.perf_counter() - start)
+
+
+def store_rate(runs: int, steps: int, grouped: bool) -> dict[str, float]:
+    clock = CommitClock()
+    saved = clock.install()
+    limit = store_commits.GROUP_LIMIT
+    store_commits.GROUP_LIMIT = limit if grouped else 1
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            store = RunStore(Path(folder) / "bench.db")
+
+            async def main() -> None:
+                async def one(n: int) -> None:
+                    run = nbagent.start(StepSource(steps), f"run {n}", store=store, display=False)
+                    record = await run
+                    assert record.status == "success", record.summary()
+                    sink = next(s for s in run._sinks if isinstance(s, store_writer.RunWriter))
+                    with clock.lock:  # every commit point of the run is committed when its record returns
+                        clock.behind_at_return += clock.queued.get(id(sink), 0) - clock.committed.get(
+                            id(sink), 0
+                        )
+
+                await asyncio.gather(*(one(n) for n in range(runs)))
+
+            asyncio.run(main())
+            store.flush()
+            last_commit = max(clock.commit_times.values())
+            stored = len(store.steps())
+            commits, jobs = store._queue.commits, store._queue.jobs
+            store.close()
+    finally:
+        CommitClock.uninstall(saved)
+        store_commits.GROUP_LIMIT = limit
+    assert stored == runs * steps, (stored, runs * steps)
+    delays = [(clock.commit_times[(sink, n)] - end) * 1000 for sink, n, end in clock.step_ends]
+    assert clock.first_event is not None
+    return {
+        "steps_per_s": runs * steps / (last_commit - clock.first_event),
+        "commit_delay_p99_ms": percentile(delays, 99),
+        "commit_delay_max_ms": max(delays),
+        "commit_points_per_commit": jobs / commits,
+        "rows_uncommitted_at_return": clock.behind_at_return,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller runs of the same measurements")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--no-kernel", action="store_true")
+    args = parser.parse_args()
+    nbagent.configure(display=False)
+    tasks = 200 if args.quick else 1000
+    result: dict[str, float | str] = {"tasks": tasks, "concurrency": 100}
+
+    gather_wall(50, 10), batch_wall(50, 10)  # warm up: imports, the loop, the thread pool
+    gather_s, batch_s = [], []
+    for _ in range(1 if args.quick else 3):  # alternate, so both see the same machine
+        gather_s.append(gather_wall(tasks, 100))
+        batch_s.append(batch_wall(tasks, 100))
+    ratios = [g / b for g, b in zip(gather_s, batch_s, strict=True)]
+    result |= {
+        "gather_s": statistics.median(gather_s),
+        "batch_s": statistics.median(batch_s),
+        "wall_ratio": statistics.median(ratios),
+    }
+    if not args.no_kernel:
+        result |= table_costs(tasks, 100)
+    result |= local_stop(100, 2 if args.quick else 5)
+
+    try:
+        import ray  # noqa: F401
+
+        has_ray = True
+    except ImportError:
+        has_ray = False
+    if has_ray and not args.no_ray:
+        result |= ray_part(100 if args.quick else 200, 40)
+    else:
+        result["ray"] = "skipped (--no-ray)" if has_ray else "skipped (Ray is not installed)"
+
+    runs, steps = (100, 20) if args.quick else (100, 100)
+    grouped = max((store_rate(runs, steps, True) for _ in range(2)), key=lambda r: r["steps_per_s"])
+    single = store_rate(runs, steps, False)
+    result |= {f"store_{k}": v for k, v in grouped.items()}
+    result |= {f"store_per_commit_point_{k}": v for k, v in single.items()}
+    result["store_ratio"] = grouped["steps_per_s"] / single["steps_per_s"]
+    result["runs_without_store_steps_per_s"] = runner_rate(runs, steps)
+
+    if args.json:
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}))
+        return
+    r = result
+    print(f"1. local: {tasks} tasks (3 steps, 50 ms to first token, 500 tokens/s) at concurrency 100")
+    print(f"   asyncio.gather + semaphore {r['gather_s']:.2f} s, batch {r['batch_s']:.2f} s, ratio "
+          f"{r['wall_ratio']:.2f} (target >= 0.9)")  # fmt: skip
+    if "table_msgs_per_s" in r:
+        print(f"   live table in a kernel: {r['table_msgs_per_s']:.1f} comm msgs/s (<= 40), "
+              f"{r['table_bytes_per_s'] / 1000:.1f} kB/s (<= 100)")  # fmt: skip
+    print(f"   Stop all, 100 live runs (x5): to each record p50 {r['stop_p50_ms']:.1f} ms, "
+          f"p99 {r['stop_p99_ms']:.1f} ms (<= 200), all in {r['stop_all_ms']:.1f} ms")  # fmt: skip
+    if "ray_tasks_per_s" in r:
+        print(f"2. Ray, 2 local workers (cluster start {r['ray_init_s']:.1f} s): "
+              f"{r['ray_tasks_per_s']:.0f} tasks/s vs local {r['local_tasks_per_s']:.0f} tasks/s "
+              f"(ratio {r['ray_vs_local']:.2f})")  # fmt: skip
+        print(f"   Stop, 40 remote runs: to each record p50 {r['ray_stop_p50_ms']:.1f} ms, "
+              f"p99 {r['ray_stop_p99_ms']:.1f} ms (<= 500), all {r['ray_stop_all_ms']:.1f} ms")  # fmt: skip
+    else:
+        print(f"2. Ray: {r['ray']}")
+    print(f"3. store: {runs} concurrent runs x {steps} steps through one RunStore")
+    print(f"   grouped commits {r['store_steps_per_s']:,.0f} steps/s (>= 20,000; "
+          f"{r['store_commit_points_per_commit']:.1f} commit points per transaction), "
+          f"one transaction per commit point {r['store_per_commit_point_steps_per_s']:,.0f} steps/s: "
+          f"ratio {r['store_ratio']:.2f}")  # fmt: skip
+    print(f"   the same runs without a store (the ceiling on this machine): "
+          f"{r['runs_without_store_steps_per_s']:,.0f} steps/s")  # fmt: skip
+    print(f"   step end -> committed: p99 {r['store_commit_delay_p99_ms']:.1f} ms, max "
+          f"{r['store_commit_delay_max_ms']:.1f} ms (<= 100); commit points not committed when a record "
+          f"returned: {r['store_rows_uncommitted_at_return']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Reading OpenAI Agents SDK results: shared by the live adapter and ``records_from_openai_agents``.
+
+A run of the Agents SDK is a sequence of turns: one model response (``result.raw_responses``)
+and the items it led to (``result.new_items``: tool calls and their outputs, handoffs, messages).
+``records_from_openai_agents(result)`` turns a result made without nbagent into a ``RunRecord``
+with one step per turn, so it goes into the same frames as nbagent's own runs. The SDK keeps no
+times, so such a record's step and call times are unknown (``None``), never invented.
+
+Token usage: the SDK's ``Usage`` is 0 in and 0 out when the provider reported nothing (a test
+model, a stream without usage), so that pair is read as unknown, never as zero.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.text import safe_text
+
+INSTALL_HINT = "the OpenAI Agents SDK is not installed: pip install 'nbagent[openai-agents]'"
+
+
+def require_openai_agents() -> Any:
+    """The ``agents`` module, or an ImportError that names the extra to install."""
+    try:
+        import agents
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return agents
+
+
+def usage_of(usage: Any) -> tuple[int | None, int | None]:
+    """(input, output) tokens of a response's usage; ``(None, None)`` when nothing was reported."""
+    tokens_in = getattr(usage, "input_tokens", None)
+    tokens_out = getattr(usage, "output_tokens", None)
+    if not tokens_in and not tokens_out:
+        return None, None
+    return tokens_in, tokens_out
+
+
+def model_name(agent: Any, run_config: Any = None) -> str:
+    """The name of the model a run of ``agent`` uses (the run config's model wins, as in the SDK)."""
+    model = getattr(run_config, "model", None) or getattr(agent, "model", None)
+    if model is None:  # the SDK's default model (OPENAI_DEFAULT_MODEL, else its built-in one)
+        try:
+            from agents.models import get_default_model
+        except ImportError:
+            return "default"
+        return get_default_model()
+    if isinstance(model, str):
+        return model
+    return safe_text(getattr(model, "model", None) or type(model).__name__)
+
+
+def arguments_of(text: Any) -> Any:
+    """A function call's arguments: the JSON object they hold, or the raw text if it is not JSON."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return text
+
+
+def raw_field(raw: Any, name: str) -> Any:
+    """A field of a raw SDK item, which is a pydantic model or (for inputs) a plain dict."""
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+def message_text(item: Any) -> str:
+    """The text of a ``MessageOutputItem``."""
+    from agents.items import ItemHelpers
+
+    return ItemHelpers.text_message_output(item)
+
+
+def records_from_openai_agents(result: Any) -> list[RunRecord]:
+    """A ``RunRecord`` (in a list, like the other ``records_from_*``) for a run made with the
+    Agents SDK alone: ``Runner.run``'s ``RunResult`` or a consumed ``Runner.run_streamed`` result.
+
+    One step per model response, with its usage and the tool calls and handoffs it asked for. The
+    run is ``"success"`` when it has a final output, ``"interrupted"`` when a streamed run was
+    cancelled, else ``"error"``.
+    """
+    require_openai_agents()
+    if not hasattr(result, "raw_responses") or not hasattr(result, "new_items"):
+        raise TypeError(
+            f"records_from_openai_agents takes a RunResult or RunResultStreaming, not {type(result).__name__}"
+        )
+    started = datetime.now(timezone.utc)
+    # each item names the agent that made it; the first one's is where the run started
+    first_agent = getattr(result.new_items[0], "agent", None) if result.new_items else None
+    first_agent = first_agent or getattr(result, "last_agent", None)
+    record = RunRecord(
+        run_id=safe_text((getattr(result, "trace", None) and result.trace.trace_id) or id(result)),
+        task=safe_text(result.input if isinstance(result.input, str) else _last_user_text(result.input)),
+        agent=safe_text(getattr(first_agent, "name", None) or "openai-agents"),
+        model=model_name(first_agent),
+        started_at=started,
+    )
+    outputs: dict[Any, Any] = {}
+    for item in result.new_items:
+        if getattr(item, "type", None) in ("tool_call_output_item", "handoff_output_item"):
+            outputs[raw_field(item.raw_item, "call_id")] = item
+    for response in result.raw_responses:
+        tokens_in, tokens_out = usage_of(response.usage)
+        step = StepRecord(
+            number=len(record.steps) + 1,
+            kind="action",
+            started_at=started,
+            start_s=0.0,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            usage_source="unknown" if tokens_in is None else "reported",
+        )
+        texts = []
+        for output in response.output:
+            kind = raw_field(output, "type")
+            if kind == "function_call":
+                step.tool_calls.append(_tool_call(output, outputs.get(raw_field(output, "call_id")), started))
+            elif kind == "message":
+                texts.extend(
+                    raw_field(c, "text") or ""
+                    for c in raw_field(output, "content") or []
+                    if raw_field(c, "text")
+                )
+        step.model_output = safe_text("".join(texts))
+        step.kind = "action" if step.tool_calls else "final"
+        record.steps.append(step)
+    if getattr(result, "final_output", None) is not None:
+        record.status, record.output = "success", result.final_output
+    elif getattr(result, "_cancel_mode", "none") != "none":
+        record.status, record.stop_reason = "interrupted", "user"
+    else:
+        record.status, record.stop_reason = "error", "error"
+        record.error = "the run ended without a final output"
+    return [record]
+
+
+def _last_user_text(items: Any) -> str:
+    for item in reversed(list(items or [])):
+        if raw_field(item, "role") == "user":
+            content = raw_field(item, "content")
+            return content if isinstance(content, str) else safe_text(content)
+    return ""
+
+
+def _tool_call(call: Any, answer: Any, started: datetime) -> ToolCallRecord:
+    record = ToolCallRecord(
+        call_id=safe_text(raw_field(call, "call_id")),
+        tool=safe_text(raw_field(call, "name")),
+        arguments=arguments_of(raw_field(call, "arguments")),
+        started_at=started,
+        start_s=0.0,
+    )
+    if answer is None:
+        record.status = "cancelled"
+    elif getattr(answer, "type", None) == "handoff_output_item":
+        record.status, record.result = "ok", f"handoff to {answer.target_agent.name}"
+    else:
+        record.status, record.result = "ok", answer.output
+    return record

@@ -1,0 +1,140 @@
+"""Batches: run an agent over many tasks with one live table, one Stop, a resume, and Ray.
+
+``batch(make_agent, tasks)`` returns a ``Batch`` at once (like ``start``): ``await batch`` gives
+one row per task; ``run_batch`` blocks (Ctrl-C stops the batch). The pieces:
+
+- ``nbagent.batches.tasks``: a list of strings or dicts, or a DataFrame with a ``task`` column,
+  as keyed items;
+- ``nbagent.batches.handle``: the ``Batch`` and its scheduler on the runner's loop (one Stop
+  path: the batch's mark, then each run's own ``interrupt``);
+- ``nbagent.batches.resume``: what a named batch in a store finds of its earlier attempts;
+- ``nbagent.batches.local`` / ``nbagent.batches.ray``: where the runs happen (``Backend``);
+- ``nbagent.batches.table``: the live widget table and the terminal's progress line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from nbagent.batches.handle import Batch
+from nbagent.batches.local import LocalBackend
+from nbagent.batches.resume import DEFAULT_SKIP, check_skip
+from nbagent.batches.state import (
+    Backend,
+    BatchStoppedByKeyboard,
+    Progress,
+    TaskRun,
+    check_concurrency,
+    check_timeout,
+)
+from nbagent.batches.tasks import TaskItem, task_items
+from nbagent.records import RunRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbagent.batches.ray import RayBackend
+
+__all__ = [
+    "Backend",
+    "Batch",
+    "BatchStoppedByKeyboard",
+    "LocalBackend",
+    "Progress",
+    "RayBackend",
+    "TaskItem",
+    "TaskRun",
+    "batch",
+    "run_batch",
+    "task_items",
+]
+
+_REFUSED_OPTIONS = ("store", "display", "sinks")
+
+
+def batch(
+    make_agent: Callable[..., Any],
+    tasks: Any,
+    *,
+    concurrency: int = 8,
+    store: Any = None,
+    name: str | None = None,
+    score: Callable[[RunRecord, dict[str, Any]], Any] | None = None,
+    backend: Backend | None = None,
+    timeout_s: float | None = None,
+    skip: Iterable[str] | str = DEFAULT_SKIP,
+    key: str | None = None,
+    display: bool | None = None,
+    **start_options: Any,
+) -> Batch:
+    """Run ``make_agent()``'s agents over ``tasks`` in the background; return the ``Batch`` at once.
+
+    Args:
+        make_agent: builds a fresh agent per task (agents keep memory): ``make_agent()``, or
+            ``make_agent(row)`` when it takes a parameter (the task's row as a dict).
+        tasks: a list of task strings, a list of dicts with a ``task`` key, or a DataFrame with a
+            ``task`` column; the other columns travel with each row into the frame.
+        concurrency: how many runs may be live at once.
+        store: a ``RunStore`` every run is written to (default: ``configure(store=)``).
+        name: with a store, the batch's name: a later batch of the same name skips the tasks
+            whose latest attempt ended in a ``skip`` status.
+        score: ``score(record, row)`` for a ``score`` column (an exception marks ``score_error``).
+        backend: where the runs happen: ``LocalBackend()`` (default) or ``RayBackend(...)``.
+        timeout_s: a run still going after this many seconds is interrupted
+            (``stop_reason == "timeout"``).
+        skip: the end states a resume skips (``"success"``; add ``"error"``, ``"max_steps"``...).
+        key: the column that identifies a task for a resume (default ``id`` if every row has
+            one, else the task text).
+        display: show the live table (a terminal gets one progress line); default as ``start``.
+        **start_options: passed to every run's ``start`` (``tags``, ``metadata``, ``max_steps``,
+            and any other option ``start`` takes).
+    """
+    from nbagent.config import settings
+
+    refused = [k for k in _REFUSED_OPTIONS if k in start_options]
+    if refused:
+        raise TypeError(f"batch() takes no {', '.join(refused)} for its runs: the batch owns its runs' sinks")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if not callable(make_agent):
+        raise TypeError(
+            f"make_agent must be a function that returns a fresh agent, not a {type(make_agent).__name__} "
+            "(agents keep memory, so each task needs its own: pass `lambda: make(...)`)"
+        )
+    store = store if store is not None else settings.store
+    handle = Batch(
+        make_agent,
+        task_items(tasks, key=key),
+        backend=backend if backend is not None else LocalBackend(),
+        concurrency=check_concurrency(concurrency),
+        store=store,
+        name=name,
+        score=score,
+        timeout_s=check_timeout(timeout_s),
+        skip=check_skip(skip),
+        start_options=start_options,
+    )
+    if display is None:
+        display = settings.display if settings.display is not None else True
+    if display:
+        from nbagent.batches.table import show_batch
+
+        show_batch(handle)
+    handle._start()
+    return handle
+
+
+def run_batch(make_agent: Callable[..., Any], tasks: Any, **options: Any) -> pd.DataFrame:
+    """``batch(...)`` and wait for its frame, blocking (arguments as for ``batch``). Ctrl-C stops
+    the batch (every live run interrupted, the rest skipped), waits for the records, then raises
+    ``BatchStoppedByKeyboard`` (a ``KeyboardInterrupt`` whose ``.batch`` has the frame)."""
+    return batch(make_agent, tasks, **options).wait()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RayBackend":  # imports nothing of Ray until a backend is built
+        from nbagent.batches.ray import RayBackend
+
+        return RayBackend
+    raise AttributeError(f"module 'nbagent.batches' has no attribute {name!r}")

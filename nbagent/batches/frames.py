@@ -1,0 +1,82 @@
+"""A batch as DataFrames: one row per task, every attempt, and steps and tool calls with task keys.
+
+Built from records with the ordinary frames (``nbagent.analytics.frames``), so a batch's columns
+and dtypes are the runs frame's; the task's own columns are joined in front. pandas is imported
+here only, on use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from nbagent.batches.resume import key_of
+from nbagent.records import RunRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbagent.batches.handle import Batch
+
+
+def batch_frame(batch: Batch) -> pd.DataFrame:
+    """One row per task, in task order: ``task_key``, the task's own columns, then its latest
+    attempt's runs-frame columns (``status`` is ``"skipped"`` for a task that never started,
+    ``"queued"``/``"running"`` while the batch runs), ``attempts``, ``reused``, and
+    ``score``/``score_error`` when the batch has a score. A task column that clashes with a runs
+    column is kept with a ``_task`` suffix."""
+    import pandas as pd
+
+    from nbagent.analytics.frames import runs_frame
+
+    states = list(batch.tasks)
+    records: list[RunRecord] = []
+    where: list[int] = []
+    for position in range(len(states)):
+        record = batch.record_of(position)
+        if record is not None:
+            records.append(record)
+            where.append(position)
+    runs = runs_frame(records)
+    runs.index = pd.Index(where)
+    runs = runs.reindex(range(len(states)))
+    missing = runs["run_id"].isna().to_numpy()
+    if missing.any():
+        status = runs["status"].astype("string")
+        for position in missing.nonzero()[0]:
+            status.iat[position] = states[position].phase
+        runs["status"] = status
+    own = pd.DataFrame([s.item.row for s in states], index=range(len(states)))
+    own = own.rename(columns={c: f"{c}_task" for c in own.columns if c in runs.columns and c != "task"})
+    frame = pd.concat([own, runs.drop(columns=["task"])], axis=1)
+    frame.insert(0, "task_key", pd.array([s.item.key for s in states], dtype="string"))
+    frame["attempts"] = pd.array([s.attempts + (s.phase == "ended") for s in states], dtype="Int64")
+    frame["reused"] = pd.array([s.phase == "reused" for s in states], dtype="boolean")
+    if batch.score is not None:
+        frame["score"] = [s.score for s in states]
+        frame["score_error"] = pd.array([s.score_error for s in states], dtype="string")
+    return frame.reset_index(drop=True)
+
+
+def attempts_frame(records: list[RunRecord]) -> pd.DataFrame:
+    """The runs frame of ``records`` (oldest first, each run once) with ``task_key`` and
+    ``attempt`` (1, 2, ... per task)."""
+    import pandas as pd
+
+    from nbagent.analytics.frames import runs_frame
+
+    unique = list({r.run_id: r for r in records}.values())
+    frame = runs_frame(unique)
+    frame.insert(0, "task_key", pd.array([key_of(r) for r in unique], dtype="string"))
+    frame["attempt"] = pd.array(frame.groupby("task_key").cumcount().to_numpy() + 1, dtype="Int64")
+    return frame
+
+
+def keyed(build: Callable[[list[RunRecord]], pd.DataFrame], records: list[RunRecord]) -> pd.DataFrame:
+    """``build(records)`` with a ``task_key`` column first."""
+    import pandas as pd
+
+    keys = {r.run_id: key_of(r) for r in records}
+    frame = build(records)
+    frame.insert(0, "task_key", pd.array(frame["run_id"].map(keys), dtype="string"))
+    return frame

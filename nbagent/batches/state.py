@@ -1,0 +1,132 @@
+"""What a batch is made of: its tasks' states, its progress, and the interfaces of its backends.
+
+``Backend`` is where runs happen (``nbagent.batches.local``, ``nbagent.batches.ray``; another
+engine, Dask say, implements the same three calls); ``TaskRun`` is what a backend hands back for
+one launched task: local ``Run`` handles and Ray's ``RemoteRun`` both are one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from nbagent.batches.tasks import TaskItem
+from nbagent.records import RunRecord
+
+if TYPE_CHECKING:
+    from nbagent.batches.handle import Batch
+
+StopMode = Literal["now", "after_current"]
+Phase = Literal["queued", "starting", "running", "ended", "skipped", "reused"]
+
+
+class BatchStoppedByKeyboard(KeyboardInterrupt):
+    """Ctrl-C (or Jupyter's interrupt) stopped a batch that a blocking call waited on; raised once
+    every task has its record, so a script stops instead of going on. ``batch`` is the batch."""
+
+    def __init__(self, batch: Batch) -> None:
+        super().__init__(
+            "the batch was stopped by the keyboard; its frame is this exception's .batch.frame()"
+        )
+        self.batch = batch
+
+
+class TaskRun(Protocol):
+    """A launched run, local or remote: what a batch needs of it."""
+
+    run_id: str
+
+    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool: ...
+
+    def live_record(self) -> RunRecord:
+        """The record being built (on the runner's loop only, between events)."""
+        ...
+
+    @property
+    def record(self) -> RunRecord:
+        """A snapshot of the run so far, then its final record (any thread)."""
+        ...
+
+    def __await__(self) -> Generator[Any, None, RunRecord | None]:
+        """The final record (``None``: a remote run that a Stop reached before it started)."""
+        ...
+
+
+class Backend(Protocol):
+    """Where a batch's runs happen. ``open``/``close`` bracket a batch; ``launch`` builds the
+    task's agent and starts its run, raising if either fails. All three run on the runner's loop."""
+
+    name: str
+
+    async def open(self, batch: Batch) -> None: ...
+
+    async def launch(self, batch: Batch, item: TaskItem) -> TaskRun: ...
+
+    async def close(self, batch: Batch) -> None: ...
+
+
+@dataclass
+class TaskState:
+    """One task's place in the batch; written on the loop, read anywhere (whole-field writes)."""
+
+    item: TaskItem
+    phase: Phase = "queued"
+    run: TaskRun | None = None
+    record: RunRecord | None = None
+    score: Any = None
+    score_error: str | None = None
+    attempts: int = 0
+    """Earlier attempts found in the store."""
+    started: float | None = None
+
+
+@dataclass
+class Progress:
+    """A batch at one moment: what its views show."""
+
+    name: str | None
+    total: int
+    ended: dict[str, int] = field(default_factory=dict)
+    """End states of the tasks that ended in this batch (reused ones apart)."""
+    reused: int = 0
+    running: int = 0
+    queued: int = 0
+    skipped: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    elapsed_s: float = 0.0
+    eta_s: float | None = None
+    state: str = "running"
+
+    @property
+    def done(self) -> int:
+        return sum(self.ended.values()) + self.reused + self.skipped
+
+
+def takes_row(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` wants the task's row: it has a positional parameter without a default
+    (``make(row)``); ``demo_agent`` (all defaults) and ``lambda: ...`` are called without it."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_POSITIONAL
+        or (p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+        for p in parameters
+    )
+
+
+def check_concurrency(concurrency: int) -> int:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+    return concurrency
+
+
+def check_timeout(timeout_s: float | None) -> float | None:
+    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
+    return timeout_s

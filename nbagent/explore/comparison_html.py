@@ -1,0 +1,124 @@
+"""The HTML of a ``Comparison``: a totals table with deltas, then the two runs' steps side by side.
+
+Each side is drawn with the run view's own pieces (``head_html``, ``step_html`` of
+``nbagent.view.html``), so a step looks exactly as it did live; the comparison only adds the
+frame around them: a column per run, and under each step pair the list of what differs, or
+"same" when nothing does. Every string was escaped by those pieces or is escaped here.
+"""
+
+from __future__ import annotations
+
+from nbagent.explore.comparison import Comparison, StepPair
+from nbagent.view.html import STYLE, count, esc, head_html, seconds, step_html, total_style
+
+COMPARE_STYLE = """<style>
+.nbagent-compare { max-width: 1400px; margin: 4px 0; border-collapse: collapse; width: 100%;
+  table-layout: fixed; font-family: var(--jp-ui-font-family, -apple-system, "Segoe UI", Roboto, sans-serif);
+  font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
+.nbagent-compare td, .nbagent-compare th { vertical-align: top; padding: 0 4px; text-align: left; }
+.nbagent-compare .nbagent-run { max-width: none; margin: 0; }
+.nbagent-totals { border-collapse: collapse; margin: 4px 0 8px; font-size: 12px; }
+.nbagent-totals td, .nbagent-totals th { padding: 2px 10px; border-bottom: 1px solid
+  var(--jp-border-color3, rgba(128,128,128,.2)); text-align: right; }
+.nbagent-totals th:first-child, .nbagent-totals td:first-child { text-align: left; }
+.nbagent-diff { font-size: 12px; padding: 2px 12px 8px; color: var(--jp-warn-color1, #a65c00); }
+.nbagent-same { font-size: 12px; padding: 2px 12px 8px; color: var(--jp-ui-font-color2, #777); }
+.nbagent-missing { padding: 8px 12px; font-style: italic; color: var(--jp-ui-font-color2, #777); }
+.nbagent-changed { background: rgba(255,152,0,.10); }
+</style>"""
+
+
+def _number(value: float | None, measure: str) -> str:
+    if value is None:
+        return "?"
+    if measure == "duration_s":
+        return seconds(abs(value)) if value >= 0 else f"-{seconds(-value)}"
+    if measure == "cost_usd":
+        return f"${value:.4f}"
+    return count(int(value))
+
+
+def _signed(value: float | None, measure: str) -> str:
+    if value is None:
+        return "?"
+    if value == 0:
+        return "="
+    text = _number(value, measure)
+    return text if text.startswith("-") else f"+{text}"
+
+
+def totals_html(comparison: Comparison) -> str:
+    a, b = comparison.a, comparison.b
+    rows = [("steps", len(a.steps), len(b.steps), comparison.delta("n_steps"), "n_steps")]
+    for label, measure in (
+        ("tokens in", "input_tokens"),
+        ("tokens out", "output_tokens"),
+        ("time", "duration_s"),
+        ("cost", "cost_usd"),
+    ):
+        rows.append((label, getattr(a, measure), getattr(b, measure), comparison.delta(measure), measure))
+    body = "".join(
+        f"<tr><td>{esc(label)}</td><td>{_number(va, m)}</td><td>{_number(vb, m)}</td>"
+        f"<td>{_signed(d, m)}</td></tr>"
+        for label, va, vb, d, m in rows
+    )
+    status = (
+        f"<tr><td>status</td><td>{esc(a.status)}</td><td>{esc(b.status)}</td>"
+        f"<td>{'=' if a.status == b.status else '≠'}</td></tr>"
+    )
+    return (
+        '<table class="nbagent-totals"><tr><th></th><th>A</th><th>B</th><th>B − A</th></tr>'
+        f"{status}{body}</table>"
+    )
+
+
+def _side(step_pair: StepPair, side: str, total: float) -> str:
+    step = step_pair.a if side == "a" else step_pair.b
+    if step is None:
+        inner = f'<div class="nbagent-missing">no step {step_pair.number} in {side.upper()}</div>'
+    else:
+        inner = step_html(step)
+    changed = " nbagent-changed" if step_pair.differences else ""
+    return f'<div class="nbagent-run{changed}" style="{total_style(total)}">{inner}</div>'
+
+
+def _pair_row(pair: StepPair, total_a: float, total_b: float) -> str:
+    differences = pair.differences
+    if differences:
+        note = '<div class="nbagent-diff">≠ ' + esc("; ".join(differences)) + "</div>"
+    else:
+        note = '<div class="nbagent-same">= same text and tool calls</div>'
+    return (
+        f"<tr><td>{_side(pair, 'a', total_a)}</td><td>{_side(pair, 'b', total_b)}</td></tr>"
+        f'<tr><td colspan="2">{note}</td></tr>'
+    )
+
+
+def _head(label: str, comparison: Comparison, side: str) -> str:
+    record = comparison.a if side == "a" else comparison.b
+    head = head_html(record.agent, record.model, str(record.status), record.duration_s)
+    return (
+        f'<div class="nbagent-run"><div class="nbagent-head"><b>{label}</b> {head}</div>'
+        f'<div class="nbagent-summary"><div><b>Task</b> {esc(record.task[:400])}</div>'
+        f'<div class="nbagent-dim">run {esc(record.run_id)}</div></div></div>'
+    )
+
+
+def comparison_html(comparison: Comparison) -> str:
+    """The whole comparison as one HTML fragment (styles included)."""
+    total_a = comparison.a.duration_s or max((s.end_s or s.start_s for s in comparison.a.steps), default=0.0)
+    total_b = comparison.b.duration_s or max((s.end_s or s.start_s for s in comparison.b.steps), default=0.0)
+    rows = "".join(_pair_row(pair, total_a, total_b) for pair in comparison.steps)
+    differences = comparison.differences
+    summary = (
+        f"{len(differences)} difference{'' if len(differences) == 1 else 's'}"
+        if differences
+        else "no differences in text, tool calls or status"
+    )
+    return (
+        f'{STYLE}{COMPARE_STYLE}<div class="nbagent-comparison">{totals_html(comparison)}'
+        f'<div class="nbagent-dim">{esc(summary)}</div>'
+        '<table class="nbagent-compare"><colgroup><col style="width:50%"><col style="width:50%"></colgroup>'
+        f"<tr><td>{_head('A', comparison, 'a')}</td><td>{_head('B', comparison, 'b')}</td></tr>"
+        f"{rows}</table></div>"
+    )

@@ -1,0 +1,202 @@
+"""Tool calls that wait for a person: which calls need approval, and the run's pending decisions.
+
+Design. An approval is an await. A call that needs one is reported (``ToolCallStarted``, then
+``ApprovalRequested``) and its source awaits a future owned by the run's ``Approvals``, on the
+runner's loop; the kernel stays idle, so the Approve / Deny buttons (or ``run.approve`` /
+``run.deny`` from code, on any thread) resolve it with ``loop.call_soon_threadsafe``. A Stop cancels
+the await like any other, so nothing runs after a Stop. All calls of one step that need approval
+are requested before the first is awaited: a person sees and decides them together.
+
+Who wins a race. The first decision of a call wins (approve, deny, or the ``approval_timeout_s``
+timer, which denies with the reason "timed out"); later ones return False. ``decide`` is
+thread-safe and idempotent.
+
+Which calls need approval: a ``@tool(requires_approval=True)``, or a policy given to the agent
+or the run (``approve=``): ``True`` (every call), a set of tool names, or a predicate that gets an
+``ApprovalCall`` and returns True for a call that must wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbagent import events as ev
+
+TIMED_OUT = "timed out"
+DENIED_PREFIX = "the user denied this call"
+
+
+@dataclass(frozen=True)
+class ApprovalCall:
+    """What an ``approve=`` predicate gets: the tool's name, the call's arguments and id."""
+
+    tool: str
+    arguments: Any
+    call_id: str
+
+
+ApprovalPolicy = bool | Collection[str] | Callable[[ApprovalCall], bool] | None
+"""``True`` (every call), tool names, or a predicate on an ``ApprovalCall``; ``None``: none."""
+
+
+def check_policy(policy: Any) -> ApprovalPolicy:
+    """``policy`` if it is one, else a ``TypeError`` saying what is accepted."""
+    if policy is None or isinstance(policy, bool) or callable(policy):
+        return policy  # type: ignore[no-any-return]
+    if isinstance(policy, str):
+        return frozenset({policy})
+    if isinstance(policy, Collection) and all(isinstance(n, str) for n in policy):
+        return frozenset(policy)
+    raise TypeError(
+        "approve must be True, a set of tool names (approve={'send_email'}) or a predicate "
+        f"(approve=lambda call: call.tool == 'send_email'), not {type(policy).__name__}"
+    )
+
+
+def policy_wants(policy: ApprovalPolicy, call: ApprovalCall) -> bool:
+    """True when ``policy`` says ``call`` must wait for a person."""
+    if policy is None or policy is False:
+        return False
+    if policy is True:
+        return True
+    if callable(policy):
+        return bool(policy(call))
+    return call.tool in policy  # type: ignore[operator]
+
+
+def denial_observation(reason: str | None) -> str:
+    """What the model sees for a denied call."""
+    return f"{DENIED_PREFIX}: {reason}" if reason else f"{DENIED_PREFIX}."
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: ev.Approval
+    reason: str | None = None
+    at: float = 0.0
+    """``time.perf_counter()`` when it was decided."""
+
+    @property
+    def approved(self) -> bool:
+        return self.decision == "approved"
+
+
+@dataclass
+class PendingApproval:
+    """A tool call waiting for a decision (``run.pending_approvals``)."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+    step: int
+    requested_t: float = field(repr=False)
+    _future: asyncio.Future[Decision] = field(repr=False)
+    _decided: bool = field(default=False, repr=False)
+
+
+class Approvals:
+    """The pending approvals of one run. ``request`` and ``wait`` run on the runner's loop;
+    ``decide`` and ``pending`` may be used from any thread."""
+
+    def __init__(self, policy: ApprovalPolicy = None, timeout_s: float | None = None) -> None:
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not timeout_s > 0):
+            raise ValueError(f"approval_timeout_s must be a positive number of seconds, not {timeout_s!r}")
+        self.policy = check_policy(policy)
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._pending: dict[str, PendingApproval] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def wants(self, tool: str, arguments: Any, call_id: str, *, required: bool = False) -> bool:
+        """True when the call must wait: ``required`` (the tool says so) or the run's policy."""
+        return required or policy_wants(self.policy, ApprovalCall(tool, arguments, call_id))
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        with self._lock:
+            return list(self._pending.values())
+
+    def request(self, ctx: Any, call_id: str, tool: str, arguments: Any) -> None:
+        """Report that the started call ``call_id`` waits for a decision (loop thread)."""
+        loop = asyncio.get_running_loop()
+        now = time.perf_counter()
+        pending = PendingApproval(call_id, tool, arguments, ctx.step, now, loop.create_future())
+        with self._lock:
+            self._loop = loop
+            self._pending[call_id] = pending
+        ctx.emit(ev.ApprovalRequested(ctx.run_id, ctx.step, pending.requested_t, call_id, tool, arguments))
+
+    async def wait(self, ctx: Any, call_id: str) -> Decision:
+        """The decision on ``call_id`` (requested before), reported with ``ApprovalDecided``. A
+        Stop cancels this await: the call never runs."""
+        with self._lock:
+            pending = self._pending[call_id]
+        timeout = None
+        if self.timeout_s is not None:
+            timeout = max(0.0, self.timeout_s - (time.perf_counter() - pending.requested_t))
+        try:
+            done, _ = await asyncio.wait({pending._future}, timeout=timeout)
+            if not done:
+                self.decide(call_id, "timed_out", TIMED_OUT)
+                await asyncio.wait({pending._future})
+            decision = pending._future.result()
+        finally:
+            with self._lock:
+                self._pending.pop(call_id, None)
+        now = time.perf_counter()
+        ctx.emit(
+            ev.ApprovalDecided(
+                ctx.run_id,
+                pending.step,
+                now,
+                call_id,
+                decision.decision,
+                decision.reason,
+                now - pending.requested_t,
+            )
+        )
+        return decision
+
+    def close(self) -> None:
+        """The run ended: nothing is pending any more (its calls never ran)."""
+        with self._lock:
+            self._pending.clear()
+
+    def decide(self, call_id: str, decision: ev.Approval, reason: str | None = None) -> bool:
+        """Decide a pending call; True if this decision counts (the first one). Any thread."""
+        if decision not in ("approved", "denied", "timed_out"):
+            raise ValueError(f"decision must be 'approved', 'denied' or 'timed_out', not {decision!r}")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+        with self._lock:
+            pending = self._pending.get(call_id)
+            loop = self._loop
+            if pending is None or loop is None or pending._decided:
+                return False
+            pending._decided = True
+        result = Decision(decision, reason or None, time.perf_counter())
+
+        def settle() -> None:
+            if not pending._future.done():
+                pending._future.set_result(result)
+
+        try:
+            if loop is _running_loop():
+                settle()
+            else:
+                loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop is closed: the run has ended
+            return False
+        return True
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

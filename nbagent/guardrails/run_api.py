@@ -1,0 +1,62 @@
+"""The guardrails part of a ``Run``'s API: its pending approvals and decisions, the use of its
+budgets, and the estimated usage a step cut by a budget keeps. A base of ``Run``
+(``nbagent.runtime.handle``), kept apart so each file reads in one sitting."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from nbagent import events as ev
+from nbagent.guardrails.approvals import Approvals, PendingApproval
+
+if TYPE_CHECKING:
+    from nbagent.context import RunContext
+    from nbagent.guardrails.limits import Limits, LimitWatcher
+    from nbagent.records import Recorder
+
+
+class RunGuards:
+    """Approvals and budgets of one run (the attributes are set by ``Run.__init__``)."""
+
+    approvals: Approvals
+    limits: Limits | None
+    run_id: str
+    _watcher: LimitWatcher | None
+    _recorder: Recorder
+
+    def _fan_out(self, event: ev.RunEvent) -> None:
+        raise NotImplementedError
+
+    @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls waiting for a decision now (``call_id``, ``tool``, ``arguments``). Any thread."""
+        return self.approvals.pending
+
+    def approve(self, call_id: str) -> bool:
+        """Let the pending call ``call_id`` run; True if it was pending and undecided. Any thread."""
+        return self.approvals.decide(call_id, "approved")
+
+    def deny(self, call_id: str, reason: str | None = None) -> bool:
+        """Refuse the pending call ``call_id``: it does not run, and the model sees "the user
+        denied this call: <reason>"; True if it was pending and undecided. Any thread."""
+        return self.approvals.decide(call_id, "denied", reason)
+
+    def limits_used(self) -> dict[str, tuple[float, float]]:
+        """Each set limit as ``(used so far, limit)`` (estimates included while a reply streams)."""
+        if self._watcher is None or self.limits is None:
+            return {}
+        used = self._watcher.used()
+        return {name: (used.get(name, 0.0), limit) for name, limit in self.limits.set().items()}
+
+    def _keep_cut_usage(self, ctx: RunContext) -> None:
+        """A step cut by a limit keeps the tokens it streamed, as an estimate."""
+        live = self._recorder.live
+        if self._watcher is None or live is None or not live.steps or live.steps[-1].end_s is not None:
+            return
+        step = live.steps[-1].number
+        cut = self._watcher.cut_usage(step)
+        if cut is not None:
+            usage = ev.Usage(self.run_id, step, time.perf_counter(), cut[0], cut[1], "estimated")
+            self._recorder.apply(usage)
+            self._fan_out(usage)

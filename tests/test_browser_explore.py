@@ -1,0 +1,65 @@
+"""The run browser in JupyterLab in headless Chromium: the explore notebook, rows picked by clicks.
+
+Reuses the JupyterLab server of the end-to-end test (``lab``: 127.0.0.1, a token, a temporary
+root) and Debian's Chromium. The notebook fills a store with demo runs and shows ``browse``; the
+test then clicks rows of the itables table as a user does, and checks that one picked row opens
+the run below the table and a second one turns that into a comparison; choosing a status in the
+filter menu must page the table down to those runs. Screenshots of the browser and of the
+comparison go to the test's temporary folder and, when ``NBAGENT_SCREENSHOT_DIR`` is set, there.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_browser_e2e import CHROMIUM, CHROMIUM_ARGS, Lab, _save, lab  # noqa: F401 (lab is a fixture)
+
+EXPLORE = Path(__file__).resolve().parents[1] / "notebooks" / "explore.ipynb"
+BROWSE_CELL = 5
+"""The notebook's ``browse(store)`` cell (cells before it: imports, runs, and their notes)."""
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+    pytest.mark.timeout(300),
+]
+
+
+def test_browse_in_jupyterlab_opens_a_clicked_run_and_compares_two(lab: Lab, tmp_path: Path) -> None:  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    shutil.copy(EXPLORE, lab.root / EXPLORE.name)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1100}, device_scale_factor=1)
+            page.goto(f"{lab.url}/doc/tree/{EXPLORE.name}?token={lab.token}")
+            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=90_000)
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            cells.nth(1).locator(".jp-InputArea-editor").click()
+            for _ in range(BROWSE_CELL):  # imports, a note, the runs, a note, browse(store)
+                page.keyboard.press("Shift+Enter")
+
+            output = cells.nth(BROWSE_CELL).locator(".jp-OutputArea-output")
+            rows = output.locator(".itables_anywidget table tbody tr")
+            expect(rows).to_have_count(5, timeout=90_000)  # itables' table rendered, one row per run
+            expect(output).to_contain_text("runs 1–5 of 5")
+
+            rows.nth(0).click()
+            expect(output.locator(".nbagent-run .nbagent-head")).to_be_visible(timeout=30_000)
+            expect(output.locator(".nbagent-run .nbagent-summary")).to_contain_text("Task")
+            rows.nth(1).click()  # multi-select: a second click adds the row
+            expect(output.locator(".nbagent-comparison")).to_be_visible(timeout=30_000)
+            expect(output.locator(".nbagent-totals")).to_contain_text("B − A")
+            _save(output.locator(".nbagent-browser"), "explore-browser.png", tmp_path)
+            _save(output.locator(".nbagent-comparison"), "explore-browser-compare.png", tmp_path)
+
+            output.locator(".widget-dropdown select").first.select_option("interrupted")
+            expect(rows).to_have_count(1, timeout=30_000)
+            expect(output).to_contain_text("runs 1–1 of 1")
+            expect(rows.first).to_contain_text("interrupted")
+            expect(page.locator('[data-mime-type="application/vnd.jupyter.stderr"]')).to_have_count(0)
+        finally:
+            browser.close()

@@ -1,0 +1,92 @@
+"""The OpenAI Agents SDK's own OpenAI models under nbagent against the project's local server
+(tests/openai_server.py): the Responses API model (the SDK's default) on ``/responses`` and the
+chat-completions model; usage as the server reports it, and a Stop drops the connection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    function_tool,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+from openai_server import OpenAIServer, Stream, StreamedCall
+
+import nbagent
+
+DISCONNECT_WITHIN_S = 1.0
+"""Stop -> the server sees the client go (measured: a few ms; generous for a loaded machine)."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_trace_export():
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
+
+@function_tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def agent_on(server: OpenAIServer, api: str) -> Agent:
+    client = AsyncOpenAI(base_url=server.base_url, api_key="test-key")
+    if api == "responses":
+        model = OpenAIResponsesModel("test-model", client)
+    else:
+        # chat completions stream usage only when asked for (as with the SDK alone)
+        model = OpenAIChatCompletionsModel("test-model", client)
+        settings = ModelSettings(include_usage=True)
+        return Agent(name="http-adder", model=model, tools=[add], model_settings=settings)
+    return Agent(name="http-adder", model=model, tools=[add])
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_run_over_http_records_the_servers_usage(api):
+    replies = [
+        Stream(tool_calls=[StreamedCall("add", '{"a": 1, "b": 2}')], usage=(30, 5)),
+        Stream("It is 3."),
+    ]
+    with OpenAIServer(replies) as server:
+        record = nbagent.run(agent_on(server, api), "what is 1 + 2?")
+    assert record.status == "success" and record.output == "It is 3."
+    assert record.model == "test-model"
+    first, final = record.steps
+    assert (first.input_tokens, first.output_tokens, first.usage_source) == (30, 5, "reported")
+    assert first.tool_calls[0].result == 3
+    assert final.model_output == "It is 3."
+    route = "/v1/responses" if api == "responses" else "/v1/chat/completions"
+    assert [r.route for r in server.requests] == [route, route]
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_stop_mid_stream_drops_the_connection_and_the_run_can_go_on(api):
+    with OpenAIServer([Stream("word " * 2000, tokens_per_s=100), Stream("Going on.")]) as server:
+        agent = agent_on(server, api)
+        run = nbagent.start(agent, "talk for long")
+        server.wait_until(lambda: server.requests and server.requests[0].tokens_sent >= 3)
+        stopped = time.perf_counter()
+        assert run.interrupt()
+        record = run.wait(timeout=20)
+        server.wait_until(lambda: server.requests[0].disconnected is not None)
+        first = server.requests[0]
+        assert first.finished is None and first.disconnected - stopped < DISCONNECT_WITHIN_S
+
+        assert record.status == "interrupted"
+        (cut,) = record.steps
+        assert cut.interrupted and cut.model_output.startswith("word word")
+        assert cut.usage_source == "unknown" and cut.input_tokens is None  # the stream never said
+
+        more = nbagent.run(agent, "go on", reset=False)
+        assert more.status == "success" and more.output == "Going on."
