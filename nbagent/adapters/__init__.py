@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -38,6 +39,24 @@ def source_for(agent: Any) -> Any | None:
     if openai_agents.is_openai_agents_agent(agent):
         return openai_agents.OpenAIAgentsSource(agent)
     return None
+
+
+def require(module: str, extra: str, framework: str) -> Any:
+    """The framework's module, or an ImportError that names the nbagent extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{framework} is not installed: pip install 'nbagent[{extra}]'") from exc
+
+
+def reported_usage(usage: Any) -> tuple[int | None, int | None]:
+    """(input, output) tokens of a framework's usage object; ``(None, None)`` when it reported
+    nothing (frameworks say 0 and 0 for "no usage", which nbagent keeps unknown, never 0)."""
+    tokens_in = getattr(usage, "input_tokens", None)
+    tokens_out = getattr(usage, "output_tokens", None)
+    if not tokens_in and not tokens_out:
+        return None, None
+    return tokens_in, tokens_out
 
 
 def instance_of(obj: Any, module_name: str, class_name: str) -> bool:

@@ -16,28 +16,17 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from nbagent.adapters import reported_usage, require
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.text import safe_text
 
-INSTALL_HINT = "the OpenAI Agents SDK is not installed: pip install 'nbagent[openai-agents]'"
-
 
 def require_openai_agents() -> Any:
-    """The ``agents`` module, or an ImportError that names the extra to install."""
-    try:
-        import agents
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return agents
+    """The the OpenAI Agents SDK module, or an ImportError that names the extra to install."""
+    return require("agents", "openai-agents", "the OpenAI Agents SDK")
 
 
-def usage_of(usage: Any) -> tuple[int | None, int | None]:
-    """(input, output) tokens of a response's usage; ``(None, None)`` when nothing was reported."""
-    tokens_in = getattr(usage, "input_tokens", None)
-    tokens_out = getattr(usage, "output_tokens", None)
-    if not tokens_in and not tokens_out:
-        return None, None
-    return tokens_in, tokens_out
+usage_of = reported_usage
 
 
 def model_name(agent: Any, run_config: Any = None) -> str:

@@ -15,28 +15,17 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from nbagent.adapters import reported_usage, require
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.text import safe_text
 
-INSTALL_HINT = "pydantic-ai is not installed: pip install 'nbagent[pydantic-ai]'"
-
 
 def require_pydantic_ai() -> Any:
-    """The pydantic_ai module, or an ImportError that names the extra to install."""
-    try:
-        import pydantic_ai
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return pydantic_ai
+    """The pydantic-ai module, or an ImportError that names the extra to install."""
+    return require("pydantic_ai", "pydantic-ai", "pydantic-ai")
 
 
-def usage_of(usage: Any) -> tuple[int | None, int | None]:
-    """A ``RequestUsage``'s (input, output) tokens; ``(None, None)`` when nothing was reported."""
-    tokens_in = getattr(usage, "input_tokens", None)
-    tokens_out = getattr(usage, "output_tokens", None)
-    if not tokens_in and not tokens_out:
-        return None, None
-    return tokens_in, tokens_out
+usage_of = reported_usage
 
 
 def model_name(model: Any) -> str:

@@ -19,27 +19,19 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
+from nbagent.adapters import reported_usage, require
 from nbagent.errors import describe
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
-
-INSTALL_HINT = "smolagents is not installed: pip install 'nbagent[smolagents]'"
 
 
 def require_smolagents() -> Any:
     """The smolagents module, or an ImportError that names the extra to install."""
-    try:
-        import smolagents
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return smolagents
+    return require("smolagents", "smolagents", "smolagents")
 
 
 def usage_of(step: Any) -> tuple[int | None, int | None]:
     """A memory step's (input, output) tokens; ``(None, None)`` when unknown."""
-    usage = getattr(step, "token_usage", None)
-    if usage is None or (usage.input_tokens == 0 and usage.output_tokens == 0):
-        return None, None
-    return usage.input_tokens, usage.output_tokens
+    return reported_usage(getattr(step, "token_usage", None))
 
 
 def text_of(content: Any) -> str | None:
