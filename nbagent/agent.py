@@ -10,6 +10,7 @@ and is left consistent after an interrupt, so ``start(agent, task, reset=False)`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
@@ -80,6 +81,9 @@ class Agent:
             tool names, or a predicate on an ``ApprovalCall`` (besides the tools marked
             ``@tool(requires_approval=True)`` and the run's own ``approve=``).
     """
+
+    supports_approvals = True
+    """Its tool calls can wait for a person (the runner checks this before taking ``approve=``)."""
 
     def __init__(
         self,
@@ -211,6 +215,7 @@ class Agent:
                 raise exc
             raise ModelError(f"{self.model_name}: {describe(exc)}") from exc
         ctx.model_ended()
+        calls = _unique_ids(calls)
         text = "".join(pieces)
         message: Message = {"role": "assistant", "content": text}
         if calls:
@@ -341,3 +346,18 @@ class Agent:
             return f"Error calling {call.name}: {error}"
         ctx.tool_finished(call.id, "ok", result=result)
         return observation(result)
+
+
+def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls with ids unique within the step: a model (or server) may repeat an id, and a
+    call's id is how its result, its record and a person's approval find it. A repeat becomes
+    ``id#2``, ``id#3``... in the record and in what the model is sent back."""
+    seen: set[str] = set()
+    unique = []
+    for call in calls:
+        new_id, n = call.id, 2
+        while new_id in seen:
+            new_id, n = f"{call.id}#{n}", n + 1
+        seen.add(new_id)
+        unique.append(call if new_id == call.id else dataclasses.replace(call, id=new_id))
+    return unique

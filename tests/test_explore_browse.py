@@ -87,6 +87,53 @@ def test_run_text_in_the_table_is_escaped(tmp_path):
     assert "<img" not in browser.shown_html and "&lt;img" in browser.shown_html
 
 
+def test_running_and_unfinished_filters_list_and_count_live_and_dead_runs_apart(tmp_path):
+    import dataclasses
+    import threading
+
+    import end_states
+    from conftest import wait_until
+
+    import nbagent
+    from nbagent.analytics.store import RunStore
+    from nbagent.analytics.store.schema import put_whole_run
+    from nbagent.explore.query import RunQuery, StoreRuns
+    from nbagent.models import ToolCall
+
+    gate = threading.Event()
+
+    @nbagent.tool
+    def hold() -> str:
+        """Wait for the test."""
+        gate.wait(60)
+        return "released"
+
+    store = RunStore(tmp_path / "runs.db")
+    end_states.success(store=store)
+    agent = nbagent.Agent(end_states.fast([[ToolCall("hold", {})], "done"]), tools=[hold])
+    live = nbagent.start(agent, "alive", store=store, display=False)
+    try:
+        wait_until(lambda: live.record.tool_calls)
+        store.flush()
+        dead = [dataclasses.replace(live.record, run_id=f"dead{i}", task=f"died {i}") for i in range(3)]
+        for record in dead:  # stored as running, by no writer: their writer is gone
+            store._write(lambda conn, record=record: put_whole_run(conn, record, writer=None))
+        source = StoreRuns(store)
+        unfinished = [source.page(RunQuery(status="unfinished", page_size=2, page=p)) for p in (0, 1)]
+        assert [page.total for page in unfinished] == [3, 3]
+        assert [len(page.rows) for page in unfinished] == [2, 1] and unfinished[0].pages == 2
+        listed = [r for page in unfinished for r in page.rows["run_id"].tolist()]
+        assert sorted(listed) == ["dead0", "dead1", "dead2"]
+        assert {s for page in unfinished for s in page.rows["status"]} == {"unfinished"}
+        running = source.page(RunQuery(status="running", page_size=2))
+        assert running.total == 1 and running.rows["run_id"].tolist() == [live.run_id]
+        assert running.rows["status"].tolist() == ["running"]
+        assert source.page(RunQuery(status="success")).total == 1
+    finally:
+        gate.set()
+        live.wait(timeout=30)
+
+
 def _update(kernel: KernelDriver, model_id: str, state: dict[str, Any]) -> None:
     """Change a widget's state as the browser does (a ``comm_msg`` ``update``)."""
     content = {"comm_id": model_id, "data": {"method": "update", "state": state, "buffer_paths": []}}

@@ -860,7 +860,7 @@ def test_a_run_whose_last_write_failed_is_written_at_the_next_read(tmp_path, cap
         with caplog.at_level(logging.WARNING, logger="nbagent"):
             record = success(store=store)
             store.flush()  # until the sink has given up on the last write
-        assert any("rewritten at the next read" in r.getMessage() for r in caplog.records)
+        assert any("written again at the store's next read" in r.getMessage() for r in caplog.records)
         with pytest.warns(PendingWritesWarning, match="1 run of this process"):
             assert store.records() == []
     finally:

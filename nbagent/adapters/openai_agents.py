@@ -7,7 +7,8 @@ is one turn (it opens with the model's ``response.created``; its text streams fr
 ``response.output_text.delta``; its usage comes with ``response.completed``), tool calls and
 handoffs are the run items that follow (a handoff is a call whose result names the agent that
 takes over), and an ``AgentUpdatedStreamEvent`` says which agent acts. Nothing on the agent is
-wrapped or swapped.
+wrapped or swapped; the run's ``hooks`` are nbagent's, which note each tool the SDK begins and pass
+every callback on to the ``hooks=`` you gave.
 
 How a Stop lands. ``interrupt("now")`` cancels the run's task; ``drive`` then calls the SDK's own
 ``result.cancel(mode="immediate")``, which cancels the SDK's run task, its model stream (an HTTP
@@ -24,11 +25,21 @@ agent take turns, reported as queued.
 
 End states. ``max_turns`` reached is ``"max_steps"``; a model API error is ``ModelError``; any
 other exception (a guardrail tripped, a model behaviour error) is ``"error"`` with the SDK's
-message.
+message. A call open at a Stop is ``"cancelled"`` when its tool is async (the SDK's cancel ends
+it) or had not begun, and ``"abandoned"`` when it is a sync ``function_tool`` the SDK had begun: the
+SDK runs those in a thread, which nothing can stop, so the tool may still be running (and its side
+effects still happening) after the run has ended.
+
+Model and cost. The record's ``model``, and the price a ``Limits(max_cost_usd=...)`` budget uses,
+is the model the run starts on (``model_name_for``): ``run_config.model`` when given, else the
+agent's. Known gap: a handoff to an agent on another model (and without ``run_config.model``) is
+still priced at the starting model's rate, so a cost budget over such a run is only as right as that
+price; give such a run a ``max_tokens`` budget, or one ``run_config.model`` for all its agents.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from typing import Any
@@ -73,6 +84,10 @@ class _Translator:
         """The output items of the open turn's model response, once it completed."""
         self.turn_answers: list[Any] = []
         """The open turn's tool and handoff outputs, as input items."""
+        self.threaded: set[str] = set()
+        """The SDK call ids whose tool is a sync function tool (run in a thread the SDK cannot stop)."""
+        self.tools_started: set[str] = set()
+        """The SDK call ids whose tool the SDK has begun (its ``on_tool_start`` hook ran)."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -109,6 +124,8 @@ class _Translator:
             self.open_calls[sdk_id] = call_id
             self.calls += 1
             tool = raw_field(raw, "name") or raw_field(raw, "type") or "tool"
+            if name == "tool_called" and _runs_in_thread(getattr(item, "agent", None), tool):
+                self.threaded.add(sdk_id)
             self.ctx.tool_started(call_id, tool, arguments_of(raw_field(raw, "arguments")))
         elif name == "tool_output":
             self.turn_answers.append(item.raw_item)
@@ -122,6 +139,17 @@ class _Translator:
                 self.ctx.tool_finished(call_id, "ok", f"handoff to {item.target_agent.name}")
         elif name == "message_output_created" and not self.text:
             self.text = message_text(item)
+
+    def cut_calls(self) -> None:
+        """After a Stop now: end the calls still open. An async tool was cancelled with the run, as
+        was a call the SDK had not begun; a sync tool that had begun goes on in its thread, so its
+        call is abandoned."""
+        for sdk_id, call_id in self.open_calls.items():
+            if sdk_id in self.threaded and sdk_id in self.tools_started:
+                self.ctx.tool_finished(call_id, "abandoned", error=ABANDONED_ERROR)
+            else:
+                self.ctx.tool_finished(call_id, "cancelled", error="interrupted")
+        self.open_calls.clear()
 
     def cut_turn(self, kept: list[Any]) -> list[Any]:
         """After a Stop now: the input items of the turn the SDK's cancel throws away (the model's
@@ -170,6 +198,12 @@ class OpenAIAgentsSource:
     def model_name(self) -> str:
         return model_name(self.agent)
 
+    def model_name_for(self, options: dict[str, Any]) -> str:
+        """The model a run with these ``drive`` options starts on: ``run_config.model`` when given
+        (it overrides every agent's, as in the SDK), else the agent's own. The run's record and a
+        cost budget use this name (see the module's note on handoffs)."""
+        return model_name(self.agent, options.get("run_config"))
+
     def __repr__(self) -> str:
         return f"OpenAIAgentsSource({self.name}, model={self.model_name!r})"
 
@@ -208,7 +242,9 @@ class OpenAIAgentsSource:
         from openai import APIError
 
         translator = _Translator(ctx)
-        result = Runner.run_streamed(self.agent, run_input, **options)
+        # A run hook tells which tools the SDK has begun (it announces every call of a turn first).
+        hooks = _noting_tool_starts(options.get("hooks"), translator.tools_started)
+        result = Runner.run_streamed(self.agent, run_input, **{**options, "hooks": hooks})
         after_turn = stopped = False
         try:
             async for event in result.stream_events():
@@ -226,10 +262,11 @@ class OpenAIAgentsSource:
             translator.close()
             raise MaxStepsReached(str(exc)) from exc
         except APIError as exc:
-            raise ModelError(f"{model_name(self.agent, options.get('run_config'))}: {describe(exc)}") from exc
+            raise ModelError(f"{self.model_name_for(options)}: {describe(exc)}") from exc
         except BaseException:
             stopped = True
             result.cancel(mode="immediate")  # the SDK's run task, model stream and tools stop with ours
+            translator.cut_calls()
             raise
         finally:
             history = _input_list(result)
@@ -241,6 +278,48 @@ class OpenAIAgentsSource:
 
 INTERRUPTED_OUTPUT = "interrupted: the run was stopped before this call returned"
 """What a call cut by a Stop answers in the kept history (the model sees it if the run goes on)."""
+
+
+ABANDONED_ERROR = "a sync tool runs in a thread the Stop cannot end; abandoned (it may still be running)"
+
+
+def _noting_tool_starts(hooks: Any, started: set[str]) -> Any:
+    """Run hooks that add each tool call id the SDK begins to ``started``, then call ``hooks``'s own
+    (every other callback is ``hooks``'s, unchanged)."""
+    from agents.lifecycle import RunHooks, RunHooksBase
+
+    if hooks is not None and not isinstance(hooks, RunHooksBase):
+        return hooks  # not run hooks: the SDK refuses them with its own message
+
+    class NotingToolStarts(RunHooks):
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            call_id = getattr(context, "tool_call_id", None)
+            if call_id is not None:
+                started.add(str(call_id))
+            if hooks is not None:
+                await hooks.on_tool_start(context, agent, tool)
+
+    noting = NotingToolStarts()
+    if hooks is not None:
+        for name in vars(RunHooksBase):
+            if name.startswith("on_") and name != "on_tool_start":
+                setattr(noting, name, getattr(hooks, name))
+    return noting
+
+
+def _runs_in_thread(agent: Any, tool_name: str) -> bool:
+    """True if ``agent``'s tool ``tool_name`` is a ``function_tool`` made from a sync function,
+    which the SDK runs with ``asyncio.to_thread``. Unknown tools (MCP, hosted, custom) are async."""
+    for tool in getattr(agent, "tools", None) or ():
+        if getattr(tool, "name", None) != tool_name:
+            continue
+        try:
+            func = tool.__wrapped__  # the callable given to function_tool (openai-agents >= 0.24)
+        except AttributeError:
+            return False
+        call = type(func).__call__  # an object with an async __call__ is async too
+        return not (inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(call))
+    return False
 
 
 def _input_list(result: Any) -> list[Any]:

@@ -26,10 +26,22 @@ End states. A ``UsageLimits(request_limit=...)`` reached is ``"max_steps"``; any
 ``usage_limits`` crossed is ``"limit"``, its ``stop_reason`` the field's name (``total_tokens_limit``)
 and its error pydantic-ai's message; a tool that raised, or a model error, is ``"error"`` with
 pydantic-ai's own message (a model API error as ``ModelError``).
+
+Model and cost. A run given ``model=`` uses that model: the record's ``model`` and a
+``Limits(max_cost_usd=...)`` budget take its name and price (``model_name_for``), not the agent's.
+
+``Limits(max_tool_calls=n)`` and a step with several calls. pydantic-ai validates and announces
+every call of a step (``FunctionToolCallEvent``) before it runs any of them, then runs them
+together, and nbagent sees no event when one call actually begins. The limit trips on the first
+announced call over the budget, and the run stops right there, before pydantic-ai runs any call of
+that step: all of the step's calls are ``"cancelled"`` and none runs, those within the budget
+included (with ``max_tool_calls=1`` and two calls in the first step, neither runs). pydantic-ai's
+own ``UsageLimits(tool_calls_limit=...)`` also refuses a step's calls all together.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from nbagent.adapters import Conversations, instance_of
@@ -107,12 +119,21 @@ class _Step:
             async with node.stream(run.ctx) as events:
                 async for event in events:
                     self._tool_event(event)
+                    if self.ctx.scope.interrupted:  # e.g. max_tool_calls tripped by this call: stop
+                        self._not_run()  # before pydantic-ai runs any announced call
+                        raise asyncio.CancelledError()
         except Exception as exc:  # a tool that raised ends the run: its call says so
             for call_id in list(self.open_calls.values()):
                 self.ctx.tool_finished(call_id, "error", error=describe(exc))
             self.open_calls.clear()
             raise
         self.finish()
+
+    def _not_run(self) -> None:
+        """The calls announced but not begun when the run stopped: cancelled."""
+        for call_id in self.open_calls.values():
+            self.ctx.tool_finished(call_id, "cancelled", error="interrupted")
+        self.open_calls.clear()
 
     def _tool_event(self, event: Any) -> None:
         kind = getattr(event, "event_kind", None)
@@ -152,6 +173,12 @@ class PydanticAISource:
     @property
     def model_name(self) -> str:
         return model_name(getattr(self.agent, "model", None))
+
+    def model_name_for(self, options: dict[str, Any]) -> str:
+        """The model a run with these ``drive`` options uses: its ``model=``, else the agent's own.
+        The run's record and a cost budget use this name."""
+        model = options.get("model")
+        return self.model_name if model is None else model_name(model)
 
     def __repr__(self) -> str:
         return f"PydanticAISource({self.name}, model={self.model_name!r})"
@@ -218,7 +245,7 @@ class PydanticAISource:
             trip(_crossed(limits, run.usage if run is not None else None), describe(exc), mode="after_step")
             raise AgentInterrupted(describe(exc)) from exc
         except ModelAPIError as exc:
-            raise ModelError(f"{self.model_name}: {describe(exc)}") from exc
+            raise ModelError(f"{self.model_name_for(options)}: {describe(exc)}") from exc
         finally:
             if run is not None:
                 messages = run.all_messages()

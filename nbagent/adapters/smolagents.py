@@ -135,6 +135,8 @@ class SmolagentsSource:
     """
 
     join_timeout_s: float = 10.0
+    supports_approvals = True
+    """Calls of its tools can wait for a person (``approve=``, a tool's ``requires_approval``)."""
 
     def __init__(self, agent: Any, join_timeout_s: float | None = None) -> None:
         require_smolagents()

@@ -7,6 +7,8 @@ one row per task; ``run_batch`` blocks (Ctrl-C stops the batch). The pieces:
   as keyed items;
 - ``nbagent.batches.handle``: the ``Batch`` and its scheduler on the runner's loop (one Stop
   path: the batch's mark, then each run's own ``interrupt``);
+- ``nbagent.batches.reading``: what any thread may read of a batch (records, progress, frames);
+- ``nbagent.batches.guards``: one live batch per name and store, one live run per agent object;
 - ``nbagent.batches.resume``: what a named batch in a store finds of its earlier attempts;
 - ``nbagent.batches.local`` / ``nbagent.batches.ray``: where the runs happen (``Backend``);
 - ``nbagent.batches.table``: the live widget table and the terminal's progress line.
@@ -72,13 +74,15 @@ def batch(
 
     Args:
         make_agent: builds a fresh agent per task (agents keep memory): ``make_agent()``, or
-            ``make_agent(row)`` when it takes a parameter (the task's row as a dict).
+            ``make_agent(row)`` when it takes a parameter (the task's row as a dict). An agent
+            object already in a live run of the batch is refused (that task ends ``"error"``).
         tasks: a list of task strings, a list of dicts with a ``task`` key, or a DataFrame with a
             ``task`` column; the other columns travel with each row into the frame.
         concurrency: how many runs may be live at once.
         store: a ``RunStore`` every run is written to (default: ``configure(store=)``).
         name: with a store, the batch's name: a later batch of the same name skips the tasks
-            whose latest attempt ended in a ``skip`` status.
+            whose latest attempt ended in a ``skip`` status. A second batch of the same name and
+            store is refused while the first is live in this process.
         score: ``score(record, row)`` for a ``score`` column (an exception marks ``score_error``).
         backend: where the runs happen: ``LocalBackend()`` (default) or ``RayBackend(...)``.
         timeout_s: a run still going after this many seconds is interrupted
@@ -115,13 +119,18 @@ def batch(
         skip=check_skip(skip),
         start_options=start_options,
     )
-    if display is None:
-        display = settings.display if settings.display is not None else True
-    if display:
-        from nbagent.batches.table import show_batch
+    handle._claim_name()
+    try:
+        if display is None:
+            display = settings.display if settings.display is not None else True
+        if display:
+            from nbagent.batches.table import show_batch
 
-        show_batch(handle)
-    handle._start()
+            show_batch(handle)
+        handle._start()
+    except BaseException:
+        handle._release_name()
+        raise
     return handle
 
 

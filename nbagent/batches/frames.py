@@ -24,7 +24,7 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
     attempt's runs-frame columns (``status`` is ``"skipped"`` for a task that never started,
     ``"queued"``/``"running"`` while the batch runs), ``attempts``, ``reused``, and
     ``score``/``score_error`` when the batch has a score. A task column that clashes with a runs
-    column is kept with a ``_task`` suffix."""
+    column or one of these is kept with a ``_task`` suffix."""
     import pandas as pd
 
     from nbagent.analytics.frames import runs_frame
@@ -47,7 +47,11 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
             status.iat[position] = states[position].phase
         runs["status"] = status
     own = pd.DataFrame([s.item.row for s in states], index=range(len(states)))
-    own = own.rename(columns={c: f"{c}_task" for c in own.columns if c in runs.columns and c != "task"})
+    ours = {"task_key", "attempts", "reused"} | (
+        {"score", "score_error"} if batch.score is not None else set()
+    )
+    taken = (set(runs.columns) - {"task"}) | ours
+    own = own.rename(columns={c: f"{c}_task" for c in own.columns if c in taken})
     frame = pd.concat([own, runs.drop(columns=["task"])], axis=1)
     frame.insert(0, "task_key", pd.array([s.item.key for s in states], dtype="string"))
     frame["attempts"] = pd.array([s.attempts + (s.phase == "ended") for s in states], dtype="Int64")

@@ -4,12 +4,13 @@ A batch is a scheduler on the runner's own loop (``nbagent.runtime.loop``): one 
 task waits on a semaphore of ``concurrency`` slots, asks the backend to launch the task's run
 (``nbagent.batches.local`` on this loop, ``nbagent.batches.ray`` on a Ray cluster), waits for its
 record (interrupting it at ``timeout_s``), scores it, and frees the slot. Nothing here blocks
-the loop: the factory and the store reads run on worker threads.
+the loop: the factory, the score and the store reads run on worker threads.
 
 The Stop path is one hop, as for a run: ``interrupt("now")`` (any thread, idempotent) marks the
 batch stopping and interrupts every launched run through its own ``interrupt`` (its cancel
 scope, or the remote worker's); a task still waiting for a slot sees the mark when it gets one
-and ends ``"skipped"``, without a run. Who wins a race: the mark is set before the launched runs
+and ends ``"skipped"``, without a run, as does one whose agent was being built (the local
+backend starts no run after a Stop of either mode). Who wins a race: the mark is set before the launched runs
 are walked, and a task checks it after its run is launched, so each run is interrupted by one
 side or the other. ``interrupt("after_current")`` only sets the mark: live runs finish.
 
@@ -33,6 +34,8 @@ from collections.abc import Callable, Generator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from nbagent.batches.guards import AgentClaims, claim_name, release_name
+from nbagent.batches.reading import BatchReading
 from nbagent.batches.resume import (
     batch_metadata,
     batch_tags,
@@ -44,7 +47,6 @@ from nbagent.batches.resume import (
 from nbagent.batches.state import (
     Backend,
     BatchStoppedByKeyboard,
-    Progress,
     StopMode,
     TaskRun,
     TaskState,
@@ -65,7 +67,7 @@ LATEST_KEPT = 20
 """How many of the latest ended tasks a batch keeps at hand for its table."""
 
 
-class Batch:
+class Batch(BatchReading):
     """A handle on a batch: ``await batch`` (the frame), ``interrupt()``, ``status``, ``frame()``.
 
     ``interrupt``, ``status``, ``progress``, ``frame`` and the other readers may be used from any
@@ -111,6 +113,9 @@ class Batch:
         self._ended_at: float | None = None
         self._future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._future.set_running_or_notify_cancel()
+        self.agents = AgentClaims()
+        """The agent objects of the live runs: a factory must not hand one to two runs."""
+        self._name_claim: Any = None
 
     # -- control -------------------------------------------------------------------------------
 
@@ -118,8 +123,21 @@ class Batch:
         """A view with ``refresh(final: bool)``, called on the runner's loop. Before ``_start``."""
         self._views.append(view)
 
+    def _claim_name(self) -> None:
+        """Refuse a second live batch of this name and store in this process (both would run
+        every task); released when the batch ends."""
+        self._name_claim = claim_name(self, self.name, self.store)
+
+    def _release_name(self) -> None:
+        release_name(self, self._name_claim)
+        self._name_claim = None
+
     def _start(self) -> None:
         asyncio.run_coroutine_threadsafe(self._main(), runner_loop())
+
+    def stopped(self) -> bool:
+        """True once the batch was told to stop (either mode): a task not started must not start."""
+        return self._stop is not None
 
     def interrupt(self, mode: StopMode = "now") -> bool:
         """Stop the batch: ``"now"`` interrupts every live run and skips the tasks not started;
@@ -192,98 +210,6 @@ class Batch:
         p = self.progress()
         return f"<nbagent.Batch {self.name or ''} {p.state} {p.done}/{p.total} done>"
 
-    # -- reading -------------------------------------------------------------------------------
-
-    def run_of(self, task: int | str) -> TaskRun | None:
-        """The run handle of a task (by position or key), ``None`` if it has not started."""
-        return self._state(task).run
-
-    def _state(self, task: int | str) -> TaskState:
-        if isinstance(task, int):
-            return self.tasks[task]
-        for state in self.tasks:
-            if state.item.key == task:
-                return state
-        raise KeyError(task)
-
-    def record_of(self, task: int | str) -> RunRecord | None:
-        """A task's record: final, reused, or a snapshot of its live run; ``None`` if none."""
-        state = self._state(task)
-        if state.record is not None:
-            return state.record
-        return _snapshot(state.run) if state.run is not None else None
-
-    def records(self) -> list[RunRecord]:
-        """The latest record of every task that has one, in task order."""
-        return [r for s in self.tasks if (r := s.record) is not None]
-
-    def progress(self) -> Progress:
-        p = Progress(self.name, len(self.tasks), state=self.status)
-        cost = 0.0
-        priced = False
-        for state in self.tasks:
-            phase = state.phase
-            if phase == "ended" and state.record is not None:
-                status = str(state.record.status)
-                p.ended[status] = p.ended.get(status, 0) + 1
-                record = state.record
-                if record.input_tokens is not None:
-                    p.input_tokens = (p.input_tokens or 0) + record.input_tokens
-                if record.output_tokens is not None:
-                    p.output_tokens = (p.output_tokens or 0) + record.output_tokens
-                if record.cost_usd is not None:
-                    cost, priced = cost + record.cost_usd, True
-            elif phase == "reused":
-                p.reused += 1
-            elif phase == "skipped":
-                p.skipped += 1
-            elif phase in ("running", "starting"):
-                p.running += 1
-            else:
-                p.queued += 1
-        p.cost_usd = cost if priced else None
-        end = self._ended_at if self._ended_at is not None else time.perf_counter()
-        p.elapsed_s = end - self._t0
-        finished = sum(p.ended.values())
-        left = p.running + p.queued
-        if finished and left and self._stop is None:
-            p.eta_s = p.elapsed_s / finished * left
-        return p
-
-    def running(self) -> list[TaskState]:
-        return [s for s in self.tasks if s.phase == "running"]
-
-    def latest(self) -> list[TaskState]:
-        """The latest ended tasks, newest first."""
-        return list(reversed(self._latest))
-
-    def frame(self) -> pd.DataFrame:
-        """One row per task, in task order (``nbagent.batches.frames.batch_frame``)."""
-        from nbagent.batches.frames import batch_frame
-
-        return batch_frame(self)
-
-    def attempts(self) -> pd.DataFrame:
-        """Every attempt of every task, earlier batches of the same name (from the store)
-        included, oldest first: the runs frame with ``task_key`` and ``attempt`` (1, 2, ...)."""
-        from nbagent.batches.frames import attempts_frame
-
-        return attempts_frame([*self._earlier, *self._session])
-
-    def steps(self) -> pd.DataFrame:
-        """One row per step of each task's latest attempt, with its ``task_key``."""
-        from nbagent.analytics.frames import steps_frame
-        from nbagent.batches.frames import keyed
-
-        return keyed(steps_frame, self.records())
-
-    def tool_calls(self) -> pd.DataFrame:
-        """One row per tool call of each task's latest attempt, with its ``task_key``."""
-        from nbagent.analytics.frames import tool_calls_frame
-        from nbagent.batches.frames import keyed
-
-        return keyed(tool_calls_frame, self.records())
-
     # -- the loop side -------------------------------------------------------------------------
 
     async def _main(self) -> None:
@@ -305,6 +231,7 @@ class Batch:
             except Exception as exc:
                 self.error = self.error or describe(exc)
             self._ended_at = time.perf_counter()
+            self._release_name()
             if ticker is not None:
                 ticker.cancel()
             self._future.set_result(None)  # before the final refresh, so the views say "done"
@@ -333,7 +260,7 @@ class Batch:
             if finished_before(record, self.skip):
                 assert record is not None
                 state.record, state.phase = record, "reused"
-                self._score(state)
+                await self._score(state)
 
     async def _one(self, state: TaskState, slots: asyncio.Semaphore) -> None:
         try:
@@ -353,6 +280,9 @@ class Batch:
             except Exception as exc:  # the factory failed, or start() refused what it made
                 await self._failed(state, "the agent factory failed", exc)
                 return
+            if run is None:  # a Stop came while the factory built the agent: never started
+                state.phase = "skipped"
+                return
             state.run, state.phase = run, "running"
             if self._stop == "now":  # a Stop that walked the runs before this one was there
                 run.interrupt("now", reason="user")
@@ -361,7 +291,10 @@ class Batch:
                 finished, _ = await asyncio.wait({waiter}, timeout=self.timeout_s)
                 if not finished:
                     run.interrupt("now", reason="timeout")
-            record = await waiter
+            try:
+                record = await waiter
+            finally:
+                self.agents.release(state.item.key)
             if record is None:  # a remote task a Stop reached before it started in its worker
                 state.phase = "skipped"
                 return
@@ -370,15 +303,17 @@ class Batch:
 
     async def _ended(self, state: TaskState, record: RunRecord) -> None:
         state.record = record
-        self._score(state)
+        await self._score(state)
         state.phase = "ended"
         self._latest.append(state)
 
-    def _score(self, state: TaskState) -> None:
+    async def _score(self, state: TaskState) -> None:
+        """On a worker thread: a scorer may take seconds (a judge model, a test suite), and the
+        loop it would block carries every run and every Stop of the process."""
         if self.score is None or state.record is None:
             return
         try:
-            state.score = self.score(state.record, dict(state.item.row))
+            state.score = await asyncio.to_thread(self.score, state.record, dict(state.item.row))
         except Exception as exc:  # a bad score function marks the row; it never stops the batch
             state.score, state.score_error = None, describe(exc)
 
@@ -426,13 +361,6 @@ class Batch:
 
 async def _record_of(run: TaskRun) -> RunRecord | None:
     return await run
-
-
-def _snapshot(run: TaskRun) -> RunRecord | None:
-    try:
-        return run.record
-    except RuntimeError:  # a remote run whose first events have not come back yet
-        return None
 
 
 def _refresh(view: Any, *, final: bool) -> None:

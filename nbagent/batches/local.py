@@ -42,16 +42,25 @@ class LocalBackend:
     async def close(self, batch: Batch) -> None:
         return None
 
-    async def launch(self, batch: Batch, item: TaskItem) -> Run:
+    async def launch(self, batch: Batch, item: TaskItem) -> Run | None:
+        """The task's run; ``None`` when the batch was stopped while its agent was built (a
+        factory may take seconds): the task is skipped rather than started and interrupted."""
         from nbagent.runtime.runner import start
 
         agent = await asyncio.to_thread(make_agent, batch, item)
-        return start(
-            agent,
-            item.task,
-            store=batch.store,
-            display=False,
-            tags=batch.tags_for(),
-            metadata=batch.metadata_for(item),
-            **batch.run_options(),
-        )
+        if batch.stopped():
+            return None
+        batch.agents.claim(agent, item.key)
+        try:
+            return start(
+                agent,
+                item.task,
+                store=batch.store,
+                display=False,
+                tags=batch.tags_for(),
+                metadata=batch.metadata_for(item),
+                **batch.run_options(),
+            )
+        except BaseException:
+            batch.agents.release(item.key)
+            raise

@@ -33,6 +33,7 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
+from nbagent.batches.guards import AgentClaims
 from nbagent.errors import describe
 from nbagent.records import Recorder, RunRecord
 from nbagent.text import safe_text
@@ -82,6 +83,7 @@ class BatchWorker:
         self.takes_row = takes_row
         self.runs: dict[str, Any] = {}
         self.stops: dict[str, tuple[str, str]] = {}
+        self.agents = AgentClaims()
 
     def pid(self) -> int:
         return os.getpid()
@@ -106,6 +108,7 @@ class BatchWorker:
             agent = await asyncio.to_thread(lambda: self.factory(row) if self.takes_row else self.factory())
             if agent is None:
                 raise TypeError("the agent factory returned None; it must return an agent")
+            self.agents.claim(agent, item.key)  # two live runs of this worker on one agent
         except Exception as exc:
             yield ("failed", (describe(exc), type(exc).__name__))
             return
@@ -117,6 +120,7 @@ class BatchWorker:
                 buffer.append(event)
 
         if token in self.stops:
+            self.agents.release(item.key)
             yield ("skipped", None)
             return
         try:
@@ -124,6 +128,7 @@ class BatchWorker:
                 agent, item.task, sinks=[sink], display=False, tags=tags, metadata=metadata, **options
             )
         except Exception as exc:
+            self.agents.release(item.key)
             yield ("failed", (describe(exc), type(exc).__name__))
             return
         self.runs[token] = run
@@ -147,6 +152,7 @@ class BatchWorker:
         finally:
             self.runs.pop(token, None)
             self.stops.pop(token, None)
+            self.agents.release(item.key)
 
 
 async def _wait(run: Any) -> RunRecord:
@@ -296,6 +302,8 @@ class RayBackend:
         """The worker processes' ids, once a batch has opened the backend."""
         self._load: dict[int, int] = {}
         self._streams: list[asyncio.Task[None]] = []
+        self._batch: Batch | None = None
+        """The batch the backend is open for: its actors and streams serve that batch only."""
 
     def __repr__(self) -> str:
         return f"RayBackend(address={self.address!r}, workers={self.workers})"
@@ -305,7 +313,18 @@ class RayBackend:
         if not ray.is_initialized():
             ray.init(address=self.address, **self.init)
 
+    def _claim(self, batch: Batch) -> None:
+        """Refuse a second batch while the backend is open for one (the actors and streams are
+        the backend's, and the first batch's close would end the second's runs)."""
+        if self._batch is not None and self._batch is not batch:
+            raise RuntimeError(
+                f"this RayBackend is already running batch {self._batch.name or ''!r}: "
+                "a backend serves one batch at a time; make a RayBackend per batch, or await the first"
+            )
+        self._batch = batch
+
     async def open(self, batch: Batch) -> None:
+        self._claim(batch)
         ray = self.ray
         await asyncio.to_thread(self._connect)
         worker = ray.remote(BatchWorker).options(
@@ -338,10 +357,15 @@ class RayBackend:
         return remote
 
     async def close(self, batch: Batch) -> None:
-        if self._streams:
-            await asyncio.gather(*self._streams, return_exceptions=True)
-        self._streams = []
-        for actor in self.actors:
-            with contextlib.suppress(Exception):  # already gone
-                self.ray.kill(actor)
-        self.actors = []
+        if self._batch is not batch:  # open refused this batch: the backend is another's
+            return
+        try:
+            if self._streams:
+                await asyncio.gather(*self._streams, return_exceptions=True)
+            self._streams = []
+            for actor in self.actors:
+                with contextlib.suppress(Exception):  # already gone
+                    self.ray.kill(actor)
+            self.actors = []
+        finally:
+            self._batch = None

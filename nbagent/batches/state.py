@@ -56,13 +56,15 @@ class TaskRun(Protocol):
 
 class Backend(Protocol):
     """Where a batch's runs happen. ``open``/``close`` bracket a batch; ``launch`` builds the
-    task's agent and starts its run, raising if either fails. All three run on the runner's loop."""
+    task's agent and starts its run, raising if either fails, or returns ``None`` (the task is
+    skipped) when the batch was stopped while the agent was built. All three run on the runner's
+    loop."""
 
     name: str
 
     async def open(self, batch: Batch) -> None: ...
 
-    async def launch(self, batch: Batch, item: TaskItem) -> TaskRun: ...
+    async def launch(self, batch: Batch, item: TaskItem) -> TaskRun | None: ...
 
     async def close(self, batch: Batch) -> None: ...
 

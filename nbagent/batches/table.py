@@ -20,11 +20,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, TextIO
 
+from nbagent.errors import describe
 from nbagent.text import shorten
 from nbagent.view.html import esc, record_html
 
 if TYPE_CHECKING:
-    from nbagent.batches.handle import Batch, Progress, TaskState
+    from nbagent.batches.handle import Batch
+    from nbagent.batches.state import Progress, TaskState
 
 RUNNING_SHOWN = 8
 ENDED_SHOWN = 5
@@ -223,37 +225,49 @@ class BatchTable:
         name = self._opened
         if not name:
             return None
+        try:  # a task key first (keys may be numbers), then a position
+            return self.batch._state(name)
+        except KeyError:
+            pass
         try:
-            return self.batch._state(int(name) if name.isdigit() else name)
-        except (KeyError, IndexError):
+            position = int(name)
+        except ValueError:
             return None
+        if 0 <= position < len(self.batch.tasks):
+            return self.batch.tasks[position]
+        return None
 
     def _set(self, part: str, widget: Any, value: str) -> None:
         if self._sent.get(part) != value:
             self._sent[part] = value
             widget.value = value
 
+    def _opened_html(self) -> str | None:
+        """The opened task's record (or phase), a line for a name that is no task, or ``None``."""
+        state = self._state()
+        if state is None:
+            return f"<div>no task {esc(self._opened)!s} in this batch</div>" if self._opened else None
+        record = state.record
+        if record is None and state.run is not None:
+            try:
+                record = state.run.record  # a snapshot, with the text streamed so far
+            except RuntimeError:
+                record = None
+        if record is None:
+            return f"<div>{esc(state.item.key)}: {state.phase}</div>"
+        return record_html(record)
+
     def refresh(self, *, final: bool = False) -> None:
         """On the runner's loop: send what changed."""
         batch = self.batch
         self._set("head", self.head, STYLE + head_html(batch.progress()))
         self._set("rows", self.rows, rows_html(batch, time.perf_counter()))
-        state = self._state()
-        if state is not None:
-            record = state.record
-            if record is None and state.run is not None:
-                try:
-                    record = state.run.record  # a snapshot, with the text streamed so far
-                except RuntimeError:
-                    record = None
-            text = (
-                record_html(record)
-                if record is not None
-                else f"<div>{esc(state.item.key)}: {state.phase}</div>"
-            )
+        try:
+            text = self._opened_html()
+        except Exception as exc:  # whatever was typed in the Open box, the table keeps refreshing
+            text = f"<div>cannot open {esc(self._opened)!s}: {esc(describe(exc))}</div>"
+        if text is not None:
             self._set("opened", self.opened, text)
-        elif self._opened:
-            self._set("opened", self.opened, f"<div>no task {esc(self._opened)!s} in this batch</div>")
         if final:
             self.stop_button.disabled = self.after_button.disabled = True
             if self._displayed:

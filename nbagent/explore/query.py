@@ -16,6 +16,7 @@ A run still marked ``running`` whose writer process is gone is shown as ``unfini
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
@@ -146,7 +147,8 @@ class StoreRuns:
         clauses: list[str] = []
         params: list[Any] = []
         if query.status:
-            # "unfinished" is a reading of "running" (its writer is gone): both are stored as running.
+            # "unfinished" is a reading of "running" (its writer is gone): both are stored as running,
+            # and told apart in Python (``page``).
             clauses.append("status = ?")
             params.append("running" if query.status == "unfinished" else query.status)
         for column in ("agent", "model"):
@@ -168,36 +170,64 @@ class StoreRuns:
             params.extend([_like(query.text)] * 4)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
-    def page(self, query: RunQuery) -> Page:
-        where, params = self._where(query)
+    @staticmethod
+    def _page_sql(query: RunQuery, chosen: str) -> str:
+        """The page's rows, joined by key to ``chosen`` (a ``SELECT run_id``), in the query's order."""
         order = "DESC" if query.descending else "ASC"
-        sql = f"""
+        return f"""
             SELECT r.run_id, r.started_at, r.status, r.agent, r.model, r.task,
                    (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id),
                    r.duration_s,
                    (SELECT sum(input_tokens) FROM steps s WHERE s.run_id = r.run_id),
                    (SELECT sum(output_tokens) FROM steps s WHERE s.run_id = r.run_id),
                    r.cost_usd, r.writer_host, r.writer_pid, r.writer_start
-            FROM (SELECT run_id FROM runs{where}
-                  ORDER BY {query.sort} {order}, run_id {order} LIMIT ? OFFSET ?) AS chosen
+            FROM ({chosen}) AS chosen
             JOIN runs AS r ON r.run_id = chosen.run_id
             ORDER BY r.{query.sort} {order}, r.run_id {order}
         """
+
+    def page(self, query: RunQuery) -> Page:
+        where, params = self._where(query)
+        order = "DESC" if query.descending else "ASC"
+        ordered = f"SELECT run_id FROM runs{where} ORDER BY {query.sort} {order}, run_id {order}"
+        start = query.page * query.page_size
         with closing(self._connect()) as conn:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
                 return Page(_frame([]), 0, query)
             conn.execute("BEGIN")  # the count and the page from one snapshot
-            total = conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0]
-            found = conn.execute(sql, [*params, query.page_size, query.page * query.page_size]).fetchall()
+            if query.status in ("running", "unfinished"):
+                # Stored alike; whether the writer is gone is known here only: split the candidates.
+                candidates = conn.execute(
+                    f"SELECT run_id, writer_host, writer_pid, writer_start FROM runs{where} "
+                    f"ORDER BY {query.sort} {order}, run_id {order}",
+                    params,
+                ).fetchall()
+                want_gone = query.status == "unfinished"
+                kept = [row[0] for row in candidates if self._gone(row) == want_gone]
+                total = len(kept)
+                chosen = "SELECT value AS run_id FROM json_each(?)"
+                found = conn.execute(
+                    self._page_sql(query, chosen), [json.dumps(kept[start : start + query.page_size])]
+                ).fetchall()
+            else:
+                total = conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0]
+                found = conn.execute(
+                    self._page_sql(query, f"{ordered} LIMIT ? OFFSET ?"), [*params, query.page_size, start]
+                ).fetchall()
             conn.execute("COMMIT")
         return Page(_frame([self._shown(row) for row in found]), total, query)
 
     @staticmethod
-    def _shown(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _gone(row: tuple[Any, ...]) -> bool:
+        """Whether the writer of a run stored as running, ``(run_id, host, pid, start)``, is gone."""
         from nbagent.analytics.store.identity import writer_gone
 
+        return writer_gone(row[0], (row[1], row[2], row[3]))
+
+    @staticmethod
+    def _shown(row: tuple[Any, ...]) -> tuple[Any, ...]:
         values = list(row[:11])
-        if values[2] == "running" and writer_gone(values[0], (row[11], row[12], row[13])):
+        if values[2] == "running" and StoreRuns._gone((row[0], row[11], row[12], row[13])):
             values[2] = "unfinished"
         return tuple(values)
 

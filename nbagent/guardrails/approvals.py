@@ -28,6 +28,8 @@ from typing import Any
 from nbagent import events as ev
 
 TIMED_OUT = "timed out"
+STOPPED_AFTER_STEP = "the run was stopped after this step"
+_POLL_S = 0.05
 DENIED_PREFIX = "the user denied this call"
 
 
@@ -111,6 +113,7 @@ class Approvals:
         self._lock = threading.Lock()
         self._pending: dict[str, PendingApproval] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ctx: Any = None
 
     def wants(self, tool: str, arguments: Any, call_id: str, *, required: bool = False) -> bool:
         """True when the call must wait: ``required`` (the tool says so) or the run's policy."""
@@ -127,40 +130,32 @@ class Approvals:
         now = time.perf_counter()
         pending = PendingApproval(call_id, tool, arguments, ctx.step, now, loop.create_future())
         with self._lock:
-            self._loop = loop
+            self._loop, self._ctx = loop, ctx
             self._pending[call_id] = pending
         ctx.emit(ev.ApprovalRequested(ctx.run_id, ctx.step, pending.requested_t, call_id, tool, arguments))
 
     async def wait(self, ctx: Any, call_id: str) -> Decision:
-        """The decision on ``call_id`` (requested before), reported with ``ApprovalDecided``. A
-        Stop cancels this await: the call never runs."""
+        """The decision on ``call_id`` (requested before). A Stop cancels this await: the call never
+        runs. A Stop after step denies a call still undecided, so the step can end."""
         with self._lock:
             pending = self._pending[call_id]
-        timeout = None
-        if self.timeout_s is not None:
-            timeout = max(0.0, self.timeout_s - (time.perf_counter() - pending.requested_t))
         try:
-            done, _ = await asyncio.wait({pending._future}, timeout=timeout)
-            if not done:
-                self.decide(call_id, "timed_out", TIMED_OUT)
-                await asyncio.wait({pending._future})
-            decision = pending._future.result()
+            while not pending._future.done():
+                left = None
+                if self.timeout_s is not None:
+                    left = self.timeout_s - (time.perf_counter() - pending.requested_t)
+                    if left <= 0:
+                        self.decide(call_id, "timed_out", TIMED_OUT)
+                        break
+                if ctx.scope.stop_after_step:
+                    self.decide(call_id, "denied", STOPPED_AFTER_STEP)
+                    break
+                # Stop after step is a flag, not an awaitable: look at it a few times a second.
+                await asyncio.wait({pending._future}, timeout=_POLL_S if left is None else min(left, _POLL_S))
+            return await pending._future
         finally:
             with self._lock:
                 self._pending.pop(call_id, None)
-        now = time.perf_counter()
-        ctx.emit(
-            ev.ApprovalDecided(
-                ctx.run_id,
-                pending.step,
-                now,
-                call_id,
-                decision.decision,
-                decision.reason,
-                now - pending.requested_t,
-            )
-        )
-        return decision
 
     def close(self) -> None:
         """The run ended: nothing is pending any more (its calls never ran)."""
@@ -175,15 +170,31 @@ class Approvals:
             raise TypeError(f"reason must be a str, not {type(reason).__name__}")
         with self._lock:
             pending = self._pending.get(call_id)
-            loop = self._loop
+            loop, ctx = self._loop, self._ctx
             if pending is None or loop is None or pending._decided:
+                return False
+            if ctx is not None and ctx.scope.interrupted:  # stopped: the call will never run
                 return False
             pending._decided = True
         result = Decision(decision, reason or None, time.perf_counter())
 
         def settle() -> None:
-            if not pending._future.done():
-                pending._future.set_result(result)
+            # Reported when decided, not when the agent reads the decision: a call decided while
+            # another call of its step runs has stopped waiting for a person (limits, wait_s).
+            if pending._future.done():
+                return
+            pending._future.set_result(result)
+            ctx.emit(
+                ev.ApprovalDecided(
+                    ctx.run_id,
+                    pending.step,
+                    result.at,
+                    call_id,
+                    result.decision,
+                    result.reason,
+                    result.at - pending.requested_t,
+                )
+            )
 
         try:
             if loop is _running_loop():

@@ -120,7 +120,16 @@ class Run(RunGuards):
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be nbagent.Limits(...), not {type(limits).__name__}")
         self.limits = limits if limits else None
-        rates = check_priced(self.limits, self.source.model_name)  # refuses an unpriced cost limit now
+        # The model this run will use (a run option may choose another than the agent's own).
+        model_name_for = getattr(self.source, "model_name_for", None)
+        self.model_name = model_name_for(self.options) if model_name_for else self.source.model_name
+        rates = check_priced(self.limits, self.model_name)  # refuses an unpriced cost limit now
+        if approve not in (None, False) and not getattr(self.source, "supports_approvals", False):
+            raise TypeError(
+                f"approve= is not supported for {type(agent).__name__} agents: nbagent can hold the "
+                "tool calls of nbagent.Agent and smolagents agents only (pydantic-ai has "
+                "requires_approval, the OpenAI Agents SDK needs_approval)"
+            )
         self.approvals = Approvals(approve, approval_timeout_s)
         """The run's pending approvals (``pending_approvals``, ``approve``, ``deny``)."""
         self.run_id = uuid.uuid4().hex[:16]
@@ -249,7 +258,7 @@ class Run(RunGuards):
             time.perf_counter(),
             self.task,
             getattr(self.source, "name", type(self.agent).__name__),
-            self.source.model_name,
+            self.model_name,
             datetime.now(timezone.utc),
             parent_run_id=self.parent_run_id,
             continues_run_id=self.continues_run_id,

@@ -125,7 +125,7 @@ class LiveView:
         self.display_id = f"nbagent-{run.run_id}"
         self._displayed = False
         self._agent = shorten(getattr(run.source, "name", type(run.agent).__name__), 100)
-        self._model = shorten(run.source.model_name, 100)
+        self._model = shorten(run.model_name, 100)
         self._task = shorten(run.task, TASK_LIMIT)
         """Shortened once: a 10 MB task must not be re-read on every tick."""
         self._t0: float | None = None

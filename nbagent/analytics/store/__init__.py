@@ -25,8 +25,9 @@ so a returned record is a stored one.
 
 Several kernels may write one store at once: each write is a short ``BEGIN IMMEDIATE``
 transaction, SQLite's busy timeout queues the writers, and a write that still fails is retried;
-if it fails for good, it is logged and the next write rewrites the whole run so far, so the run
-never sees a database error. No value can fail a write either: text that is not valid UTF-8
+if it fails for good, it is logged, its rows are written again with the run's next commit (a run's
+last write: the whole run, at the store's next read), reads warn until they are, and the run never
+sees a database error. No value can fail a write either: text that is not valid UTF-8
 (lone surrogates) is stored with backslash escapes, and a value that refuses to become JSON or
 text (a raising ``__repr__``, ``2 ** 20000``) is stored as a readable placeholder
 (``nbagent.analytics.store.schema``). A run still marked running whose writer process is gone reads back
@@ -137,6 +138,7 @@ class RunStore:
         self._behind: set[str] = set()
         self._lost: dict[str, RunRecord] = {}
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
         reason = "readonly=True" if readonly else why_not_writable(self.path)
         self.readonly = reason is not None
         """True when the store only reads (asked for, or the file or its folder is not writable)."""
@@ -172,11 +174,36 @@ class RunStore:
         self.close()
 
     def close(self) -> None:
-        """Finish the queued writes, then close the connection (live runs can no longer write)."""
+        """Finish the queued writes, then close the connection. A closed store raises
+        ``StoreError`` when it is written (a live run's later writes are logged and lost), given a
+        run or read. Closing again does nothing. Runs whose last write failed get one more try;
+        those that still cannot be written are logged."""
+        if self._lost and not self._closed:
+            self._queue.put(self._rewrite_lost)
         self.flush()
+        with self._unwritten_lock:
+            lost = sorted(self._lost) if not self._closed else []
+        if lost:
+            logger.warning(
+                "nbagent: closing %s with %d run(s) it could not write, now lost: %s",
+                self.path,
+                len(lost),
+                ", ".join(lost),
+            )
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
+                self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called: the store no longer writes or reads."""
+        return self._closed
+
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.path} is closed: open a new RunStore({str(self.path)!r}) to use it")
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued write of this store is done; False if ``timeout`` passed first."""
@@ -209,6 +236,7 @@ class RunStore:
     # -- writing -------------------------------------------------------------------------------
 
     def _refuse_writes(self) -> None:
+        self._refuse_closed()
         if self.readonly:
             raise ReadOnlyStoreError(
                 f"{self.path} is open read-only ({self._readonly_reason}): it cannot store runs; "
@@ -220,6 +248,7 @@ class RunStore:
         rows built from a ``Recorder``'s record, whose values are clean already; if one still
         fails, the caller writes the same rows again with ``clean=True``."""
         with self._lock:
+            self._refuse_closed()
             if self._conn is None:
                 raise ReadOnlyStoreError(f"{self.path} is not open for writing")
             wrap = CleaningConnection if clean else (lambda conn: conn)
@@ -276,10 +305,12 @@ class RunStore:
     @contextmanager
     def _reader(self) -> Iterator[sqlite3.Connection]:
         """A connection of its own, so a long read never holds up a run's writes."""
+        self._refuse_closed()
         with file_errors(self.path), closing(self._connect()) as conn:
             yield conn
 
     def _read(self, run_ids: Iterable[str] | None) -> list[RunRecord]:
+        self._refuse_closed()
         if self._lost:
             self._queue.put(self._rewrite_lost)
         flushed = self.flush(timeout=self._busy_timeout_s)
@@ -325,6 +356,7 @@ class RunStore:
             "SELECT run_id FROM runs WHERE CASE WHEN json_valid(metadata) "
             "THEN json_extract(metadata, ?) END = ?"
         )
+        self._refuse_closed()
         self.flush(timeout=self._busy_timeout_s)  # this process's own runs first
         with self._reader() as conn:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:

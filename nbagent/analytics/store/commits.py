@@ -9,6 +9,7 @@ changed many times while the thread was busy is built and written once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import deque
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbagent.analytics.store.writer import RunWriter
-    from nbagent.records import RunRecord
 
 logger = logging.getLogger("nbagent")
 
@@ -34,7 +34,17 @@ def _rows_per_statement() -> int:
 
 
 ROWS_PER_STATEMENT = _rows_per_statement()
-_many: dict[tuple[str, int], str] = {}
+_many: dict[str, str] = {}
+"""The text of each statement for a full chunk of ``ROWS_PER_STATEMENT`` rows (one per statement)."""
+
+
+def _rows_text(statement: str, n: int) -> str:
+    values = statement[statement.index(" VALUES ") + 8 :]
+    return statement + f", {values}" * (n - 1)
+
+
+_some_rows_text = functools.lru_cache(maxsize=32)(_rows_text)
+"""The texts for fewer rows: their count varies with load, so only the recent ones are kept."""
 
 
 def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
@@ -47,10 +57,12 @@ def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
     """
     for start in range(0, len(rows), ROWS_PER_STATEMENT):
         chunk = rows[start : start + ROWS_PER_STATEMENT]
-        text = _many.get((statement, len(chunk)))
-        if text is None:
-            values = statement[statement.index(" VALUES ") + 8 :]
-            text = _many[(statement, len(chunk))] = statement + f", {values}" * (len(chunk) - 1)
+        if len(chunk) == ROWS_PER_STATEMENT:
+            text = _many.get(statement)
+            if text is None:
+                text = _many[statement] = _rows_text(statement, ROWS_PER_STATEMENT)
+        else:
+            text = _some_rows_text(statement, len(chunk))
         conn.execute(text, [value for row in chunk for value in row])
 
 
@@ -58,15 +70,17 @@ class RowsJob:
     """One commit point of a run: its rows are built when the writer thread takes it (``rows``
     is ``None`` until then)."""
 
-    __slots__ = ("last", "rows", "sink", "whole")
+    __slots__ = ("keys", "last", "rows", "sink")
 
-    def __init__(self, sink: RunWriter, whole: RunRecord | None, last: bool) -> None:
-        self.sink, self.whole, self.last = sink, whole, last
+    def __init__(self, sink: RunWriter, last: bool) -> None:
+        self.sink, self.last = sink, last
         self.rows: list[Row] | None = None
+        self.keys: set[tuple[int, ...]] = set()
+        """The sink's keys of ``rows``: marked changed again if their write fails."""
 
     def take(self) -> list[Row]:
         if self.rows is None:
-            self.rows = self.sink._take_rows()
+            self.keys, self.rows = self.sink._take_rows()
         return self.rows
 
 
@@ -139,7 +153,7 @@ class WriteQueue:
             group: list[RowsJob] = []
             for job in jobs:
                 if isinstance(job, RowsJob):
-                    if job.sink._behind:  # rewritten whole, on its own
+                    if job.sink._behind:  # written on its own, with the rows that failed before
                         self._write_group(group)
                         group = []
                         self._write_group([job])
@@ -183,7 +197,7 @@ class WriteQueue:
                 return
         for job in group:
             try:
-                job.sink._commit(job.take(), job.whole, job.last)
+                job.sink._commit(job)
                 self.commits += 1
             except Exception:
                 logger.exception("nbagent: a store write failed")

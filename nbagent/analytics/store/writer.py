@@ -64,10 +64,11 @@ class RunWriter:
     its wait for its agent and the end of that wait (which moves its ``started_at``), a step's
     start and finish, a tool call's start, the run's end; a step's text in progress every
     ``TEXT_INTERVAL_S``. A finished tool call rides with the next of those (the next call or the
-    step's finish follows at once). When a write fails, the next commit rewrites the whole run
-    from a copy of the record, so the store catches up; the run's last write is retried a few
-    times, as nothing follows it, and then handed to the store, which tries it again at each
-    read until it lands.
+    step's finish follows at once). When a write fails, its rows are marked changed again, so the
+    run's next commit writes them (built as they stand then) with its own, and the store counts
+    the run as behind (a read warns) until that commit lands; the run's last write is retried a
+    few times, as nothing follows it, and then handed to the store as a copy of the whole run,
+    which it tries again at each read until it lands.
     """
 
     def __init__(self, store: RunStore) -> None:
@@ -75,7 +76,8 @@ class RunWriter:
         self._recorder = Recorder()
         self._run_id: str | None = None
         self._behind = False
-        """Set by the writer thread when a write failed; read here to send the whole run next."""
+        """Set by the writer thread when a write failed (its rows are back in ``_dirty``); cleared
+        once a commit has written them."""
         self._lock = threading.Lock()
         """Held while an event is folded in and while the writer builds rows from the record."""
         self._dirty: set[tuple[int, ...]] = set()
@@ -121,11 +123,8 @@ class RunWriter:
             return
         if last:
             self._ended = True
-        # The copy a rewrite needs; at the run's end it is taken on the writer thread, only if the
-        # write fails (nothing changes the record after its last event).
-        whole = self._recorder.snapshot() if self._behind else None
         self._store._writes_queued(self._record.run_id, 1)
-        self._store._queue.put(RowsJob(self, whole, last))
+        self._store._queue.put(RowsJob(self, last))
 
     def _text_changed(self, step: int) -> None:
         """A step's text grew: write the step as it stands within ``TEXT_INTERVAL_S``, so a
@@ -146,20 +145,23 @@ class RunWriter:
         with the text so far)."""
         self._text_timer = False
         steps, self._text_steps = self._text_steps, set()
-        if self._ended or self._behind:
-            return  # the end (or the next rewrite of the whole run) writes it
+        if self._ended:
+            return  # the end writes it
         with self._lock:
             self._dirty.update((n,) for n in steps)
+        if self._behind:
+            return  # the next commit point writes it, with the rows of the write that failed
         self._store._writes_queued(self._record.run_id, 1)
-        self._store._queue.put(RowsJob(self, None, False))
+        self._store._queue.put(RowsJob(self, False))
 
-    def _take_rows(self) -> list[Row]:
-        """On the writer thread: the rows changed since the last take, as they stand now."""
+    def _take_rows(self) -> tuple[set[tuple[int, ...]], list[Row]]:
+        """On the writer thread: the keys of the rows changed since the last take, and those rows
+        as they stand now."""
         with self._lock:
             keys, self._dirty = self._dirty, set()
             record = self._recorder.live
             if record is None or not keys:
-                return []
+                return keys, []
             rows: list[Row] = []
             for key in sorted(keys):
                 if not key:
@@ -181,17 +183,28 @@ class RunWriter:
                     rows.append(
                         (PUT_CALL, call_row(record.run_id, step.number, key[1], step.tool_calls[key[1]]))
                     )
-            return rows
+            return keys, rows
+
+    def _untake(self, keys: set[tuple[int, ...]]) -> None:
+        """On the writer thread: the write of these rows failed; the next commit writes them."""
+        with self._lock:
+            self._dirty |= keys
 
     def drained(self) -> Future[None]:
         """Completes when this run's rows are written (the runner awaits it): the writes queued
         before now, not those other runs sharing the store queue after it."""
         return self._store._queue.passed()
 
-    def _commit(self, rows: list[Row], whole: RunRecord | None, last: bool) -> None:
-        """On the store's writer thread: write ``rows``, or all of ``whole`` when behind."""
-        if last and whole is None:
-            whole = self._recorder.snapshot()  # the run has ended: its record no longer changes
+    def _commit(self, job: RowsJob) -> None:
+        """On the store's writer thread: write the rows of ``job``, with those of any write of this
+        run that failed before (marked changed again); at the run's end, all of it when behind."""
+        rows = job.take()
+        if self._behind:  # rows of a failed write are back in ``_dirty``: they go with these
+            keys, more = self._take_rows()
+            job.keys |= keys
+            rows = job.rows = rows + more  # built later: newer, so written after
+        last = job.last
+        whole = self._recorder.snapshot() if last else None  # the run has ended: it no longer changes
 
         def write(conn: sqlite3.Connection) -> None:
             for statement, params in rows:
@@ -209,7 +222,7 @@ class RunWriter:
                 try:
                     self._store._write(rewrite if self._behind and whole is not None else write)
                 except Exception as exc:
-                    if attempt + 1 == attempts:
+                    if attempt + 1 == attempts or self._store.closed:
                         raise
                     self._behind = True  # the retry rewrites the whole run
                     logger.debug("nbagent: retrying the last write of run %s: %s", run_id, exc)
@@ -218,8 +231,20 @@ class RunWriter:
                     self._written(last)
                     return
         except Exception as exc:
-            if not self._behind or last:  # once when it falls behind, once at the end
-                then = "it is rewritten at the next read" if last else "it is rewritten at its next commit"
+            self._untake(job.keys)
+            if self._store.closed:
+                if not self._behind:
+                    logger.warning(
+                        "nbagent: run %s is not stored: %s was closed while it ran", run_id, self._store.path
+                    )
+            elif not self._behind or last:  # once when it falls behind, once at the end
+                then = (
+                    "the whole run is written again at the store's next read (until then, reads warn "
+                    "that it is missing or incomplete)"
+                    if last
+                    else "its rows are written again with its next commit (until then, reads warn that "
+                    "it is incomplete)"
+                )
                 logger.warning(
                     "nbagent: could not write run %s to %s (%s: %s); %s",
                     run_id,
@@ -229,14 +254,15 @@ class RunWriter:
                     then,
                 )
             self._behind = True
-            self._store._run_behind(run_id, True, whole if last else None)
+            self._store._run_behind(run_id, True, whole)
             if last:
                 with _live_lock:
                     _live_run_ids.discard(run_id)
             self._store._writes_queued(run_id, -1)
 
     def _written(self, last: bool) -> None:
-        """On the writer thread: this sink's queued rows are committed."""
+        """On the writer thread: this sink's queued rows are committed (with those of any write
+        that failed before: they were taken again when it was behind)."""
         run_id = self._run_id or ""
         if self._behind:
             self._behind = False
