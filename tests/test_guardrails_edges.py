@@ -3,6 +3,7 @@ call waits, an approval after a Stop, calls that share an id, and agents that ca
 
 from __future__ import annotations
 
+import queue
 import threading
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import fast_model, wait_until
 
 import nbagent
 from nbagent.models import ToolCall
+from nbagent.view.terminal_approvals import TerminalApprovals
 
 RELEASE = threading.Event()
 
@@ -125,3 +127,32 @@ def test_a_source_can_name_the_model_a_run_option_chooses():
     assert nbagent.run(Switchable(), "go", model="pricey-unknown").model == "pricey-unknown"
     with pytest.raises(ValueError, match="pricey-unknown"):  # priced at the model it will use
         nbagent.start(Switchable(), "go", model="pricey-unknown", limits=nbagent.Limits(max_cost_usd=1))
+
+
+def test_a_terminal_question_left_by_a_stopped_run_does_not_take_the_next_runs_answer():
+    lines: queue.Queue[str] = queue.Queue()  # the terminal: one line per Enter
+    prompts: list[tuple[int, str]] = []
+
+    def ask(prompt: str) -> str:
+        prompts.append((threading.get_ident(), prompt))
+        return lines.get(timeout=30)
+
+    def started(to: str) -> nbagent.Run:
+        agent = nbagent.Agent(fast_model([[ToolCall("send", {"to": to}, id="c1")], "done"]), tools=[send])
+        run = nbagent.Run(agent, "go", approval_timeout_s=30)
+        run.add_sink(TerminalApprovals(run, ask=ask, interactive=lambda: True))
+        run._start()
+        return run
+
+    first = started("first")
+    wait_until(lambda: len(prompts) == 1)
+    first.interrupt()  # Stop while its question is on the screen
+    assert first.wait(timeout=30).status == "interrupted"
+    second = started("second")
+    lines.put("n")  # typed at the first run's question: that run has ended, so it is ignored
+    wait_until(lambda: len(prompts) == 2)
+    assert "second" in prompts[1][1]
+    lines.put("y")
+    record = second.wait(timeout=30)
+    assert [(c.status, c.approval) for c in record.tool_calls] == [("ok", "approved")]
+    assert len({thread for thread, _ in prompts}) == 1  # one reader of stdin for the process

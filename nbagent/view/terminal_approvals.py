@@ -36,7 +36,12 @@ def _interactive() -> bool:
 
 
 class TerminalApprovals:
-    """Asks the person at the terminal to approve each pending call of ``run``, one at a time."""
+    """Asks the person at the terminal to approve each pending call of ``run``, one at a time.
+
+    The questions of every run go through one asker thread for the whole process: a terminal has
+    one stdin, and two threads blocked on it would take each other's answers (a run stopped while
+    its question is on screen would answer the next run's question with the line typed for it).
+    """
 
     def __init__(
         self,
@@ -48,8 +53,6 @@ class TerminalApprovals:
         self.run = run
         self._ask = ask
         self._interactive = interactive
-        self._queue: queue.Queue[ev.ApprovalRequested] = queue.Queue()
-        self._thread: threading.Thread | None = None
 
     def __call__(self, event: ev.RunEvent) -> None:
         if type(event) is not ev.ApprovalRequested:
@@ -57,20 +60,10 @@ class TerminalApprovals:
         if not self._interactive():
             self.run.deny(event.call_id, NOT_INTERACTIVE)  # type: ignore[attr-defined]
             return
-        self._queue.put(event)  # type: ignore[arg-type]
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._answer, name="nbagent-approvals", daemon=True)
-            self._thread.start()
+        _ask_in_turn(self, event)  # type: ignore[arg-type]
 
-    def _answer(self) -> None:
-        while not self.run.done():
-            try:
-                event = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if all(p.call_id != event.call_id for p in self.run.pending_approvals):
-                continue  # decided meanwhile (from code, by a timeout) or the run stopped
-            self._decide(event)
+    def _still_pending(self, call_id: str) -> bool:
+        return not self.run.done() and any(p.call_id == call_id for p in self.run.pending_approvals)
 
     def _decide(self, event: ev.ApprovalRequested) -> None:
         arguments: Any = observation(event.arguments)
@@ -80,8 +73,32 @@ class TerminalApprovals:
         except (EOFError, OSError):
             self.run.deny(event.call_id, NOT_INTERACTIVE)
             return
+        if not self._still_pending(event.call_id):
+            return  # the run stopped, or the call was decided elsewhere, while the question was shown
         if answer.lower() in ("y", "yes"):
             self.run.approve(event.call_id)
         else:
             reason = answer[1:].strip() if answer[:1].lower() == "n" else answer
             self.run.deny(event.call_id, reason or "denied at the terminal")
+
+
+_questions: queue.Queue[tuple[TerminalApprovals, ev.ApprovalRequested]] = queue.Queue()
+_asker_lock = threading.Lock()
+_asker: threading.Thread | None = None
+
+
+def _ask_in_turn(approvals: TerminalApprovals, event: ev.ApprovalRequested) -> None:
+    """Queue a question for the process's one asker thread (started on first use)."""
+    global _asker
+    _questions.put((approvals, event))
+    with _asker_lock:
+        if _asker is None or not _asker.is_alive():
+            _asker = threading.Thread(target=_answer_questions, name="nbagent-approvals", daemon=True)
+            _asker.start()
+
+
+def _answer_questions() -> None:
+    while True:
+        approvals, event = _questions.get()
+        if approvals._still_pending(event.call_id):  # skip calls decided or runs ended meanwhile
+            approvals._decide(event)
