@@ -85,20 +85,30 @@ class TerminalApprovals:
 _questions: queue.Queue[tuple[TerminalApprovals, ev.ApprovalRequested]] = queue.Queue()
 _asker_lock = threading.Lock()
 _asker: threading.Thread | None = None
+_IDLE_S = 0.2
 
 
 def _ask_in_turn(approvals: TerminalApprovals, event: ev.ApprovalRequested) -> None:
-    """Queue a question for the process's one asker thread (started on first use)."""
+    """Queue a question for the process's one asker thread (started when there is none)."""
     global _asker
     _questions.put((approvals, event))
     with _asker_lock:
-        if _asker is None or not _asker.is_alive():
+        if _asker is None:
             _asker = threading.Thread(target=_answer_questions, name="nbagent-approvals", daemon=True)
             _asker.start()
 
 
 def _answer_questions() -> None:
+    """Ask the queued questions in turn; end once none has come for a moment (no idle thread)."""
+    global _asker
     while True:
-        approvals, event = _questions.get()
+        try:
+            approvals, event = _questions.get(timeout=_IDLE_S)
+        except queue.Empty:
+            with _asker_lock:  # a question queued now finds no asker and starts one
+                if _questions.empty():
+                    _asker = None
+                    return
+            continue
         if approvals._still_pending(event.call_id):  # skip calls decided or runs ended meanwhile
             approvals._decide(event)
