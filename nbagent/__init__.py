@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from nbagent.adapters.smolagents import records_from_smolagents
 from nbagent.agent import Agent
 from nbagent.analytics import history
 from nbagent.batches import Batch, BatchStoppedByKeyboard, LocalBackend, batch, run_batch
@@ -62,6 +61,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from nbagent import explore, otel  # noqa: F401
     from nbagent.adapters.openai_agents_records import records_from_openai_agents
     from nbagent.adapters.pydantic_ai_records import records_from_pydantic_ai
+    from nbagent.adapters.smolagents_memory import records_from_smolagents
     from nbagent.analytics import analysis, cost, frames, plots, store  # noqa: F401
     from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
     from nbagent.analytics.store import RunStore
@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from nbagent.explore.comparison import compare, compare_frame
     from nbagent.explore.lookup import show
 
-# Analytics load on first use, so ``import nbagent`` does not import pandas.
+# Analytics, explore, Ray and the framework adapters load on first use, so ``import nbagent``
+# imports neither pandas nor any framework.
 _LAZY = {
     "RunStore": "analytics.store",
     "runs_frame": "analytics.frames",
@@ -82,6 +83,7 @@ _LAZY = {
     "compare": "explore.comparison",
     "compare_frame": "explore.comparison",
     "records_from_pydantic_ai": "adapters.pydantic_ai_records",
+    "records_from_smolagents": "adapters.smolagents_memory",
     "records_from_openai_agents": "adapters.openai_agents_records",
 }
 _SUBMODULES = {

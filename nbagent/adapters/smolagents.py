@@ -55,6 +55,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbagent.adapters import instance_of
 from nbagent.adapters.smolagents_console import RunConsole, caller_capture
 from nbagent.adapters.smolagents_memory import (
     agent_name,
@@ -82,10 +83,7 @@ AFTER_STEP_POLL_S = 0.05
 
 def is_smolagents_agent(obj: Any) -> bool:
     """True for a smolagents ``MultiStepAgent``. Never imports smolagents itself."""
-    import sys
-
-    module = sys.modules.get("smolagents.agents")
-    return module is not None and isinstance(obj, module.MultiStepAgent)
+    return instance_of(obj, "smolagents.agents", "MultiStepAgent")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from nbagent.errors import describe
 from nbagent.text import shorten
-from nbagent.view.html import esc, record_html
+from nbagent.view.html import count, esc, record_html
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
@@ -63,10 +63,6 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-def _tokens(n: int | None) -> str:
-    return "?" if n is None else f"{n:,}"
-
-
 def progress_line(p: Progress) -> str:
     """The batch in one line of text (the terminal view, and the table's plain-text fallback)."""
     ended = ", ".join(f"{n} {status}" for status, n in sorted(p.ended.items()))
@@ -78,8 +74,7 @@ def progress_line(p: Progress) -> str:
     parts.append(f"{p.running} running")
     if p.queued:
         parts.append(f"{p.queued} queued")
-    total = None if p.input_tokens is None else p.input_tokens + (p.output_tokens or 0)
-    parts.append(f"tokens {_tokens(total)}")
+    parts.append(f"tokens {count(_total(p))}")
     if p.cost_usd is not None:
         parts.append(f"${p.cost_usd:.4f}")
     parts.append(_seconds(p.elapsed_s))
@@ -100,7 +95,7 @@ def head_html(p: Progress) -> str:
         f'<div class="nbb"><b>{esc(p.name or "batch")}</b> · {esc(p.state)} · '
         f"<b>{p.done} / {p.total}</b> done{' · ' + counts if counts else ''}"
         f"{f' · {p.reused} reused' if p.reused else ''}{f' · {p.skipped} skipped' if p.skipped else ''}"
-        f" · {p.running} running · {p.queued} queued<div>tokens {esc(_tokens(_total(p)))}"
+        f" · {p.running} running · {p.queued} queued<div>tokens {esc(count(_total(p)))}"
         f"{f' · ${p.cost_usd:.4f}' if p.cost_usd is not None else ''} · {esc(_seconds(p.elapsed_s))}"
         f"{' · ETA ' + esc(_seconds(p.eta_s)) if p.eta_s is not None else ''}</div>"
         f'<div class="nbb-bar"><div class="nbb-fill" style="width: {share:.1f}%"></div></div></div>'
@@ -144,7 +139,7 @@ def rows_html(batch: Batch, now: float) -> str:
                 str(record.status),
                 str(len(record.steps)),
                 _seconds(record.duration_s),
-                _tokens(record.total_tokens),
+                count(record.total_tokens),
             )
         )
     lines.append("</div>")
@@ -159,7 +154,7 @@ def _live_row(state: TaskState, now: float) -> str:
     except RuntimeError:
         record = None
     if record is not None:
-        steps, tokens = str(len(record.steps)), _tokens(record.total_tokens)
+        steps, tokens = str(len(record.steps)), count(record.total_tokens)
     elapsed = None if state.started is None else now - state.started
     return _row(state.item.key, state.item.task, "running", steps, _seconds(elapsed), tokens)
 

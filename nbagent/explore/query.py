@@ -21,10 +21,11 @@ import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nbagent.analytics.store.schema import iso
 from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
@@ -100,11 +101,6 @@ class RunSource(Protocol):
     def record(self, run_id: str) -> RunRecord: ...
 
 
-def _utc_text(at: datetime) -> str:
-    at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
-    return at.isoformat(timespec="microseconds")
-
-
 def _like(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -158,10 +154,10 @@ class StoreRuns:
                 params.append(value)
         if query.since is not None:
             clauses.append("started_at >= ?")
-            params.append(_utc_text(query.since))
+            params.append(iso(query.since))
         if query.until is not None:
             clauses.append("started_at < ?")
-            params.append(_utc_text(query.until))
+            params.append(iso(query.until))
         if query.text:
             clauses.append(
                 "(task LIKE ? ESCAPE '\\' OR output LIKE ? ESCAPE '\\' OR error LIKE ? ESCAPE '\\'"
@@ -278,9 +274,9 @@ class RecordRuns:
             if value:
                 mask &= frame[column] == value
         if query.since is not None:
-            mask &= frame["started_at"] >= pd.Timestamp(_utc_text(query.since))
+            mask &= frame["started_at"] >= pd.Timestamp(iso(query.since))
         if query.until is not None:
-            mask &= frame["started_at"] < pd.Timestamp(_utc_text(query.until))
+            mask &= frame["started_at"] < pd.Timestamp(iso(query.until))
         if query.text:
             mask &= frame["_search"].str.contains(query.text.lower(), regex=False)
         chosen = frame[mask.fillna(False).astype(bool)]

@@ -34,18 +34,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.runtime.cancel import CancelScope
+from nbagent.runtime.cancel import CancelScope, InterruptMode
 
-LIMIT_NAMES = (
-    "max_tokens",
-    "max_input_tokens",
-    "max_output_tokens",
-    "max_cost_usd",
-    "max_seconds",
-    "max_wait_seconds",
-    "max_tool_calls",
-    "max_steps",
-)
 """Every ``stop_reason`` a tripped limit may give."""
 
 
@@ -241,14 +231,17 @@ class LimitWatcher:
         self._mark = time.perf_counter()
 
     def _check(self, names: tuple[str, ...]) -> None:
+        names = tuple(name for name in names if getattr(self.limits, name) is not None)
+        if not names:  # the common case on every streamed token: no such limit is set
+            return
         used = self.used()
         for name in names:
             limit = getattr(self.limits, name)
-            if limit is not None and used.get(name, 0) > limit:
+            if used.get(name, 0) > limit:
                 self._trip(name, used[name], limit)
                 return
 
-    def _trip(self, name: str, used: float, limit: float) -> None:
+    def _trip(self, name: str, used: float, limit: float, mode: InterruptMode = "now") -> None:
         if self.message is not None or self.scope.closed:
             return
         if name == "max_cost_usd":
@@ -258,7 +251,7 @@ class LimitWatcher:
         else:
             detail = f"{used:g} of {limit:g}"
         self.message = f"limit {name} reached: {detail}"
-        self.scope.trip(name, self.message)
+        self.scope.trip(name, self.message, mode=mode)
 
     def cut_usage(self, step: int) -> tuple[int | None, int] | None:
         """The estimated usage of ``step`` when a limit cut it before its usage was reported."""
@@ -303,7 +296,7 @@ class LimitWatcher:
         elif kind is ev.StepFinished:
             limit = self.limits.max_steps
             if limit is not None and self.steps >= limit and event.kind != "final":  # type: ignore[attr-defined]
-                self._after_step("max_steps")
+                self._trip("max_steps", self.steps, limit, mode="after_step")
         elif kind is ev.ApprovalRequested or kind is ev.ApprovalDecided or kind is ev.ToolCallFinished:
             self._tick()
             call_id = event.call_id  # type: ignore[attr-defined]
@@ -316,11 +309,6 @@ class LimitWatcher:
             self._tick()
             self.queued = kind is ev.RunQueued
             self._wake()
-
-    def _after_step(self, name: str) -> None:
-        if self.message is None and not self.scope.closed:
-            self.message = f"limit {name} reached: {self.steps:g} of {self.limits.max_steps:g}"
-            self.scope.trip(name, self.message, mode="after_step")
 
     # -- time ---------------------------------------------------------------------------------
 

@@ -27,8 +27,6 @@ from nbagent.records import Recorder
 
 logger = logging.getLogger("nbagent")
 
-_MODEL_CALL_ENDED = getattr(ev, "ModelCallEnded", None)
-
 
 @dataclass
 class _LiveRun:
@@ -124,8 +122,6 @@ class OTelSink:
             attributes, error = run_attributes(record, self.content)
             assert record.ended_at is not None
             self._finish(live.root, attributes, error, ns(record.ended_at))
-        elif _MODEL_CALL_ENDED is not None and kind is _MODEL_CALL_ENDED:
-            pass  # the recorder keeps the time on the step; the chat span uses it when it ends
 
     def _end_tool(self, live: _LiveRun, call_id: str) -> None:
         found = live.tools.pop(call_id, None)

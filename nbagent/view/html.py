@@ -286,7 +286,7 @@ def step_html(
     if running and retry is not None:
         parts.append(
             f'<div class="nbagent-note nbagent-warn">↻ retrying in {retry.delay_s:.1f} s '
-            f"(attempt {retry.attempt}): {esc(shorten(retry.reason, ERROR_LIMIT))}</div>"
+            f"(attempt {esc(retry.attempt)}): {esc(shorten(retry.reason, ERROR_LIMIT))}</div>"
         )
     if step.error:
         parts.append(

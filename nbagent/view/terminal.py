@@ -328,7 +328,9 @@ class TextView:
             self._lines(f"    {event.decision}{why} after {_seconds(event.wait_s)}")
         elif isinstance(event, ev.Retrying):
             reason = _one_line(event.reason, 200)
-            self._lines(f"  ↻ retrying in {event.delay_s:.1f} s (attempt {event.attempt}): {reason}")
+            self._lines(
+                f"  ↻ retrying in {event.delay_s:.1f} s (attempt {_one_line(event.attempt, 20)}): {reason}"
+            )
         elif isinstance(event, ev.StepFinished):
             if event.error:
                 self._lines(self._paint(f"    error: {_one_line(event.error, 600)}", "red"))
