@@ -43,26 +43,6 @@ class _Reading:
     abandoned = False
 
 
-TURN_POLL_S = 0.05
-"""How often a queued run looks for an ``interrupt("after_step")`` while it waits for its turn."""
-
-
-async def _wait_for_turn(turn: asyncio.Lock, ctx: RunContext) -> None:
-    """Acquire ``turn`` for a queued run. A Stop ("now") cancels the wait like any await; a
-    "Stop after step" ends it too, as a queued run has no step to finish."""
-    acquiring = asyncio.ensure_future(turn.acquire())
-    try:
-        while not (await asyncio.wait({acquiring}, timeout=TURN_POLL_S))[0]:
-            if ctx.scope.stop_after_step:
-                raise AgentInterrupted("stopped before its turn came")
-    except BaseException:
-        acquiring.cancel()
-        await asyncio.wait({acquiring})
-        if not acquiring.cancelled() and acquiring.exception() is None:
-            turn.release()  # it was granted just as we gave up: hand it on
-        raise
-
-
 def _check_max_steps(max_steps: Any) -> None:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be an int of at least 1, not {max_steps!r}")
@@ -119,9 +99,6 @@ class Agent:
         self.name = name or "Agent"
         self.memory: list[Message] = []
         self._prompt_estimate = PromptEstimate()  # the prompt size checked before each request
-        self._turn: asyncio.Lock | None = None
-        self._turn_loop: asyncio.AbstractEventLoop | None = None
-        self._turn_holder: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -140,30 +117,15 @@ class Agent:
     ) -> Any:
         """Run ``task`` to its end, reporting through ``ctx``. Returns the final answer.
 
-        Runs of one agent take turns, so the memory stays a valid chat: a run started while
-        another is live waits for it, reported as queued (``RunQueued``), and its clock starts
-        when its turn comes. ``max_steps`` overrides the agent's for this run.
+        Runs of one agent take turns (``nbagent.runtime.turns``), so the memory stays a valid
+        chat. ``max_steps`` overrides the agent's for this run.
         """
         if max_steps is not None:
             _check_max_steps(max_steps)
-        loop = asyncio.get_running_loop()
-        if self._turn is None or self._turn_loop is not loop:  # a lock serves one loop only
-            self._turn, self._turn_loop = asyncio.Lock(), loop
-        turn = self._turn
-        queued = turn.locked()
-        if queued:
-            ctx.queued(self._turn_holder)
-            await _wait_for_turn(turn, ctx)
-            ctx.dequeued()
-        else:
-            await turn.acquire()
         try:
-            self._turn_holder = ctx.run_id
             return await self._drive(task, ctx, reset, max_steps or self.max_steps)
         finally:
-            self._turn_holder = None
             ctx.messages = [dict(m) for m in self.memory]
-            turn.release()
 
     async def _drive(self, task: str, ctx: RunContext, reset: bool, max_steps: int) -> Any:
         if reset or not self.memory:

@@ -15,6 +15,7 @@ from nbagent import events as ev
 from nbagent.errors import ModelError
 from nbagent.guardrails.approvals import Approvals
 from nbagent.runtime.cancel import CancelScope
+from nbagent.runtime.turns import Turn
 from nbagent.text import safe_text
 
 
@@ -35,6 +36,18 @@ class RunContext:
         """Set by the source: the conversation the model saw, kept in the record at the end."""
         self.approvals: Approvals = Approvals()
         """The run's pending approvals: a source asks them before a call that needs one runs."""
+        self.turn: Turn = Turn(None)
+        """The run's place in its agent's line (``nbagent.runtime.turns``), set before ``drive``."""
+
+    @property
+    def kept_history(self) -> Any:
+        """For a run that continues (``reset=False``): the history the agent's previous run kept
+        with ``keep_history`` (``None`` for a fresh run, or before any run kept one)."""
+        return self.turn.history
+
+    def keep_history(self, history: Any) -> None:
+        """Keep ``history`` for the agent's next continued run (stateless frameworks' sources)."""
+        self.turn.keep(history)
 
     def queued(self, after_run_id: str | None) -> None:
         """The run must wait for ``after_run_id`` (another run of the same agent) to end."""

@@ -241,12 +241,16 @@ def test_run_arguments_pass_through():
         nbagent.start(agent, "x", max_steps=3)
 
 
+async def _all_messages(agent: Agent, prompt: str) -> list[ModelMessage]:
+    async with agent.run_stream(prompt) as result:
+        await result.get_output()
+    return result.all_messages()
+
+
 def test_explicit_message_history_wins():
     model, calls = tool_then_answer()
     agent = adder(model)
-    earlier = nbagent.run(agent, "first question")
-    assert earlier.status == "success"
-    kept = adapter.conversations.last(agent)
+    kept = asyncio.run(_all_messages(agent, "first question"))  # a plain (streamed) run's history
     nbagent.run(agent, "unrelated")
     record = nbagent.run(agent, "follow up", message_history=kept)
     assert record.status == "success"

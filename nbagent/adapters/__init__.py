@@ -3,23 +3,15 @@
 Each adapter module imports its framework lazily, so nbagent works without it installed.
 ``source_for`` is the one place that recognises a foreign agent and wraps it.
 
-``Conversations`` is what the adapters of stateless frameworks (pydantic-ai, the OpenAI Agents
-SDK) share: their agents keep no memory between runs, so ``reset=False`` continues from the
-history nbagent kept of the agent's last run. It is kept beside the agent (a weak mapping), never
-on it, so the user's object is left exactly as a plain run leaves it; runs of one agent take
-turns on it, so a continued run sees the history its predecessor ended with.
+Which runs of one agent may work at once, and the history a continued run picks up, is decided
+in one place for every framework: ``nbagent.runtime.turns`` (a source's ``takes_turns``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
-
-from nbagent.runtime.identity_map import IdentityMap
 
 
 def source_for(agent: Any) -> Any | None:
@@ -63,47 +55,3 @@ def instance_of(obj: Any, module_name: str, class_name: str) -> bool:
     """True when ``obj`` is an instance of ``module_name.class_name``, if that module is loaded."""
     cls = getattr(sys.modules.get(module_name), class_name, None)
     return isinstance(cls, type) and isinstance(obj, cls)
-
-
-class Conversations:
-    """Per agent: the history its last nbagent run ended with, and whose turn it is.
-
-    Used on the runner's loop only. The lock is made on first use in a loop, and made again if the
-    runner's loop was replaced (a retired loop's lock would never be released). An agent that
-    cannot be weakly referenced has no kept history, and its runs do not take turns.
-    """
-
-    def __init__(self) -> None:
-        self._history = IdentityMap()
-        self._turns = IdentityMap()
-        self._holders = IdentityMap()
-
-    def last(self, agent: Any) -> Any:
-        """The history the agent's last run ended with (``None`` before any run)."""
-        return self._history.get(agent)
-
-    def keep(self, agent: Any, history: Any) -> None:
-        with contextlib.suppress(TypeError):
-            self._history.set(agent, history)
-
-    @contextlib.asynccontextmanager
-    async def turn(self, agent: Any, ctx: Any) -> AsyncIterator[None]:
-        """Hold the agent's turn for one run; a run that must wait is reported as queued."""
-        loop = asyncio.get_running_loop()
-        entry = self._turns.get(agent)
-        if entry is None or entry[0] is not loop:
-            entry = (loop, asyncio.Lock())
-            with contextlib.suppress(TypeError):  # not weakly referenceable: its runs are not ordered
-                self._turns.set(agent, entry)
-        lock = entry[1]
-        queued = lock.locked()
-        if queued:
-            ctx.queued(self._holders.get(agent))
-        async with lock:
-            if queued:
-                ctx.dequeued()
-            self._holders.set(agent, ctx.run_id)
-            try:
-                yield
-            finally:
-                self._holders.pop(agent)

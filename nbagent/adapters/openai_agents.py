@@ -20,8 +20,9 @@ tools included, finishes and no new turn starts.
 
 Memory. Agents SDK agents are stateless; nbagent keeps the items each run ended with
 (``result.to_input_list()``) beside the agent, so ``reset=False`` sends them, then the new task, as
-the next run's input. A ``session`` passed through keeps its own history instead. Runs of one
-agent take turns, reported as queued.
+the next run's input. A ``session`` passed through keeps its own history instead. Fresh runs of one
+agent run at once; a continued run waits (reported as queued) for the run it continues
+(``nbagent.runtime.turns``).
 
 End states. ``max_turns`` reached is ``"max_steps"``; a model API error is ``ModelError``; any
 other exception (a guardrail tripped, a model behaviour error) is ``"error"`` with the SDK's
@@ -45,7 +46,7 @@ import time
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.adapters import Conversations, instance_of
+from nbagent.adapters import instance_of
 from nbagent.adapters.openai_agents_records import (
     arguments_of,
     message_text,
@@ -60,7 +61,6 @@ from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, descri
 
 __all__ = ["OpenAIAgentsSource", "is_openai_agents_agent", "records_from_openai_agents"]
 
-conversations = Conversations()
 """The input items each agent's last nbagent run ended with (for ``reset=False``)."""
 
 
@@ -187,6 +187,9 @@ class _Translator:
 class OpenAIAgentsSource:
     """An nbagent source for an OpenAI Agents SDK agent; ``nbagent.start`` makes one for you."""
 
+    takes_turns = False
+    """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
+
     def __init__(self, agent: Any) -> None:
         require_openai_agents()
         if not is_openai_agents_agent(agent):
@@ -231,10 +234,9 @@ class OpenAIAgentsSource:
             "session": session,
         }  # fmt: skip
         options = {name: value for name, value in given.items() if value is not None}
-        async with conversations.turn(self.agent, ctx):
-            kept = None if reset or session is not None else conversations.last(self.agent)
-            run_input: Any = task if not kept else [*kept, {"role": "user", "content": task}]
-            return await self._run(run_input, ctx, options)
+        kept = None if reset or session is not None else ctx.kept_history
+        run_input: Any = task if not kept else [*kept, {"role": "user", "content": task}]
+        return await self._run(run_input, ctx, options)
 
     async def _run(self, run_input: Any, ctx: RunContext, options: dict[str, Any]) -> Any:
         from agents import Runner
@@ -273,7 +275,7 @@ class OpenAIAgentsSource:
             if stopped:
                 history += translator.cut_turn(history)
             ctx.messages = [item if isinstance(item, dict) else {"item": item} for item in history]
-            conversations.keep(self.agent, history)
+            ctx.keep_history(history)
 
 
 INTERRUPTED_OUTPUT = "interrupted: the run was stopped before this call returned"

@@ -18,9 +18,10 @@ any (pydantic-ai's own ``RunCancelled`` keeps only the finished requests'). pyda
 step in progress, tools included, finishes and the next request is never made.
 
 Memory. pydantic-ai agents are stateless; nbagent keeps the messages each run ended with beside
-the agent (``nbagent.adapters.Conversations``), so ``reset=False`` passes them as the next run's
+the agent (``nbagent.runtime.turns``), so ``reset=False`` passes them as the next run's
 ``message_history`` (pydantic-ai closes a cut tool call itself). An explicit ``message_history``
-wins. Runs of one agent take turns, reported as queued.
+wins. Fresh runs of one agent run at once, side by side; a continued run waits (reported as
+queued) for the run it continues.
 
 End states. A ``UsageLimits(request_limit=...)`` reached is ``"max_steps"``; any other limit of
 ``usage_limits`` crossed is ``"limit"``, its ``stop_reason`` the field's name (``total_tokens_limit``)
@@ -44,7 +45,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from nbagent.adapters import Conversations, instance_of
+from nbagent.adapters import instance_of
 from nbagent.adapters.pydantic_ai_records import (
     agent_name,
     chat_messages,
@@ -60,7 +61,6 @@ from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, descri
 
 __all__ = ["PydanticAISource", "is_pydantic_ai_agent", "records_from_pydantic_ai"]
 
-conversations = Conversations()
 """The messages each agent's last nbagent run ended with (for ``reset=False``)."""
 
 
@@ -163,6 +163,9 @@ class _Step:
 class PydanticAISource:
     """An nbagent source for a pydantic-ai agent; ``nbagent.start`` makes one for you."""
 
+    takes_turns = False
+    """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
+
     def __init__(self, agent: Any) -> None:
         require_pydantic_ai()
         if not is_pydantic_ai_agent(agent):
@@ -209,11 +212,10 @@ class PydanticAISource:
             "metadata": metadata,
         }  # fmt: skip
         options = {name: value for name, value in given.items() if value is not None}
-        async with conversations.turn(self.agent, ctx):
-            history = message_history
-            if history is None and not reset:
-                history = conversations.last(self.agent)
-            return await self._run(task, ctx, history, options)
+        history = message_history
+        if history is None and not reset:
+            history = ctx.kept_history
+        return await self._run(task, ctx, history, options)
 
     async def _run(self, task: str, ctx: RunContext, history: Any, options: dict[str, Any]) -> Any:
         from pydantic_ai import Agent
@@ -249,7 +251,7 @@ class PydanticAISource:
         finally:
             if run is not None:
                 messages = run.all_messages()
-                conversations.keep(self.agent, messages)
+                ctx.keep_history(messages)
                 ctx.messages = chat_messages(messages)
 
 

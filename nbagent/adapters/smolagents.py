@@ -51,8 +51,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from nbagent.adapters import instance_of
@@ -84,26 +82,6 @@ AFTER_STEP_POLL_S = 0.05
 def is_smolagents_agent(obj: Any) -> bool:
     """True for a smolagents ``MultiStepAgent``. Never imports smolagents itself."""
     return instance_of(obj, "smolagents.agents", "MultiStepAgent")
-
-
-@dataclass
-class _Turn:
-    """Whose turn it is on one agent: runs of an agent take turns, on the runner's loop."""
-
-    loop: asyncio.AbstractEventLoop
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    holder: str | None = None
-
-
-_turns: weakref.WeakKeyDictionary[Any, _Turn] = weakref.WeakKeyDictionary()
-
-
-def _turn_of(agent: Any) -> _Turn:
-    loop = asyncio.get_running_loop()
-    turn = _turns.get(agent)
-    if turn is None or turn.loop is not loop:
-        turn = _turns[agent] = _Turn(loop)
-    return turn
 
 
 def wait_idle(agent: Any, timeout: float | None = None) -> bool:
@@ -154,35 +132,25 @@ class SmolagentsSource:
     def __repr__(self) -> str:
         return f"SmolagentsSource({self.name}, model={self.model_name!r})"
 
-    @contextlib.asynccontextmanager
-    async def _turn(self, ctx: RunContext) -> Any:
-        """Wait until no other run works on the agent (reported as queued), then hold the turn."""
-        turn = _turn_of(self.agent)
+    async def _join_previous(self, ctx: RunContext) -> None:
+        """Wait until the agent's previous run, interrupted, has finished unwinding in its worker
+        (reported as queued). Runs of the agent already take turns (``nbagent.runtime.turns``);
+        this covers the worker a Stop left behind, which still owns the agent for a moment."""
         previous = latest_worker(self.agent)
-        unwinding = previous is not None and not previous.finished.done()
-        queued = turn.lock.locked() or unwinding
-        if queued and (report := getattr(ctx, "queued", None)) is not None:
-            report(turn.holder or (previous.run_id if previous is not None else None))
-        async with turn.lock:
-            previous = latest_worker(self.agent)
-            if previous is not None and not previous.finished.done():
-                try:
-                    await asyncio.wait_for(
-                        asyncio.shield(asyncio.wrap_future(previous.finished)), self.join_timeout_s
-                    )
-                except asyncio.TimeoutError:
-                    raise AgentError(
-                        f"the interrupted run of {self.name} is still {previous.phase} in the background "
-                        f"after {self.join_timeout_s:g} s; wait for it "
-                        "(nbagent.adapters.smolagents.wait_idle(agent)) or use a new agent"
-                    ) from None
-            if queued and (report := getattr(ctx, "dequeued", None)) is not None:
-                report()
-            turn.holder = ctx.run_id
-            try:
-                yield
-            finally:
-                turn.holder = None
+        if previous is None or previous.finished.done():
+            return
+        ctx.queued(previous.run_id)
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(previous.finished)), self.join_timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise AgentError(
+                f"the interrupted run of {self.name} is still {previous.phase} in the background "
+                f"after {self.join_timeout_s:g} s; wait for it "
+                "(nbagent.adapters.smolagents.wait_idle(agent)) or use a new agent"
+            ) from None
+        ctx.dequeued()
 
     async def drive(
         self,
@@ -200,8 +168,8 @@ class SmolagentsSource:
         """
         given = {"images": images, "additional_args": additional_args, "max_steps": max_steps}
         run_options = {name: value for name, value in given.items() if value is not None}
-        async with self._turn(ctx):
-            return await self._drive(task, ctx, reset, run_options)
+        await self._join_previous(ctx)
+        return await self._drive(task, ctx, reset, run_options)
 
     async def _drive(self, task: str, ctx: RunContext, reset: bool, run_options: dict[str, Any]) -> Any:
         loop = asyncio.get_running_loop()

@@ -33,6 +33,7 @@ from nbagent.guardrails.approvals import ApprovalPolicy, Approvals
 from nbagent.guardrails.limits import Limits, LimitWatcher, check_priced
 from nbagent.guardrails.run_api import RunGuards
 from nbagent.records import Recorder, RunRecord
+from nbagent.runtime import turns
 from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
 from nbagent.runtime.loop import runner_loop
 from nbagent.runtime.run_setup import (
@@ -52,7 +53,13 @@ Sink = Callable[[ev.RunEvent], Any]
 
 
 class Source(Protocol):
-    """What the runner can run: the native ``Agent`` and the smolagents adapter both are one."""
+    """What the runner can run: the native ``Agent`` and each framework's adapter are one.
+
+    ``takes_turns`` (optional, default True) says how runs of one agent are ordered
+    (``nbagent.runtime.turns``): True when the agent keeps its memory on itself, False when it
+    keeps nothing between runs (then only a continued run waits, and ``ctx.kept_history`` /
+    ``ctx.keep_history`` carry the history from one run to the next).
+    """
 
     name: str
 
@@ -305,7 +312,11 @@ class Run(RunGuards):
             self.scope.bind(task)
             if self._watcher is not None:
                 self._watcher.start()
-            output = await self.source.drive(self.task, ctx, self.reset, **self.options)
+            takes_turns = getattr(self.source, "takes_turns", True)
+            continuing = not self.reset
+            async with turns.turn(self.agent, ctx, takes_turns=takes_turns, continuing=continuing) as place:
+                ctx.turn = place
+                output = await self.source.drive(self.task, ctx, self.reset, **self.options)
         except AgentInterrupted:
             # A Stop, or the agent's own code stopping it (a smolagents step callback calling
             # agent.interrupt()): ``stop_reason`` tells them apart.
