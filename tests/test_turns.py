@@ -108,7 +108,7 @@ def test_stop_after_step_ends_a_queued_run_of_any_agent():
 
 def test_a_run_behind_a_stopped_queued_run_never_overtakes_the_live_one():
     source = GatedSource(takes_turns=True)
-    first = nbagent.start(source, "first")
+    nbagent.start(source, "first")
     wait_until(lambda: source.driving == ["first"])
     second = nbagent.start(source, "second")
     third = nbagent.start(source, "third")
