@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +54,78 @@ def no_display():
     nbagent.configure(display=False)
     yield
     nbagent.configure(display=None)
+
+
+# -- tests of optional extras: skipped, saying why, when their packages are absent -------------
+
+TESTS = Path(__file__).resolve().parent
+
+EXTRA_OF = {
+    "smolagents": "smolagents",
+    "pydantic_ai": "pydantic-ai",
+    "agents": "openai-agents",
+    "langgraph": "langgraph",
+    "langchain_core": "langgraph",
+    "langchain": "langgraph",
+    "ray": "ray",
+    "opentelemetry": "otel",
+    "phoenix": "test-all",
+    "playwright": "test-all",
+    "itables": "explore",
+    "anywidget": "explore",
+    "matplotlib": "plots",
+    "pyarrow": "parquet",
+    "openai": "openai",
+    "genai_prices": "cost",
+}
+"""Which extra brings a top-level package the tests import (the rest are in ``test``)."""
+
+
+def _imported_tops(path: Path, seen: set[Path]) -> set[str]:
+    """Top-level packages ``path`` imports at module level, following the tests' own helper modules."""
+    if path in seen:
+        return set()
+    seen.add(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    tops: set[str] = set()
+    for name in names:
+        local = TESTS / f"{name}.py"
+        tops |= _imported_tops(local, seen) if local.is_file() else {name}
+    return tops
+
+
+def missing_packages(path: Path) -> list[str]:
+    """The packages a test module needs at import time that are not installed."""
+    return sorted(
+        top
+        for top in _imported_tops(path, set())
+        if top not in sys.stdlib_module_names and importlib.util.find_spec(top) is None
+    )
+
+
+class _NeedsExtra(pytest.Module):
+    """A test module whose optional packages are missing: one skipped entry that says which."""
+
+    missing: list[str]
+
+    def collect(self):
+        extras = sorted({EXTRA_OF.get(top, "test-all") for top in self.missing})
+        pytest.skip(
+            f"needs {', '.join(self.missing)}: pip install -e \".[{','.join(extras)}]\" "
+            "(or .[test-all] for every test)"
+        )
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
+    missing = missing_packages(Path(module_path))
+    if not missing:
+        return None
+    module = _NeedsExtra.from_parent(parent, path=Path(module_path))
+    module.missing = missing
+    return module

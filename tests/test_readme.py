@@ -1,7 +1,9 @@
-"""The README's samples run as written, so a sample can never rot again.
+"""The samples of the README and of every page in docs/ run as written, so none can rot again.
 
-Every ```python block of README.md is executed, in order, each in a fresh namespace.
-Conventions for whoever edits the README:
+Every ```python block of README.md, docs/*.md and CONTRIBUTING.md is executed, in order, each in a
+fresh namespace. A sample that imports an optional framework that is not installed is skipped,
+saying which (the small ``test`` install); CI installs everything. Conventions for whoever edits
+the docs:
 
 - ``<!-- continues -->`` (an HTML comment, invisible on GitHub) on the line just above a fence
   runs that block in the namespace of the python block before it, for a sample told in steps.
@@ -46,16 +48,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import smolagents
 from openai_server import OpenAIServer, Stream
-from smolagents.models import ChatMessage, MessageRole
-from smolagents.monitoring import TokenUsage
 
 import nbagent
 from nbagent.config import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 CONTINUES = "<!-- continues -->"
 OFFLINE_ANSWER = "An offline answer."
 
@@ -68,10 +69,15 @@ class Block:
     code: str
     line: int
     continues: bool = False
+    path: Path = README
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
 
 
-def read_blocks(markdown: str) -> list[Block]:
-    """The fenced blocks of ``markdown``, in order."""
+def read_blocks(markdown: str, path: Path = README) -> list[Block]:
+    """The fenced blocks of ``markdown`` (the text of ``path``), in order."""
     blocks: list[Block] = []
     lines = markdown.splitlines()
     index = 0
@@ -85,7 +91,8 @@ def read_blocks(markdown: str) -> list[Block]:
         while end < len(lines) and lines[end].rstrip() != "```":
             end += 1
         code = "\n".join(lines[index + 1 : end]) + "\n"
-        blocks.append(Block(opening[1], code, index + 2, bool(before) and before[-1] == CONTINUES))
+        continues = bool(before) and before[-1] == CONTINUES
+        blocks.append(Block(opening[1], code, index + 2, continues, path))
         index = end + 1
     return blocks
 
@@ -98,7 +105,7 @@ def python_samples(blocks: list[Block]) -> list[list[Block]]:
             continue
         if block.continues:
             if not samples:
-                raise ValueError(f"README.md:{block.line}: {CONTINUES} but no python block before it")
+                raise ValueError(f"{block.where}: {CONTINUES} but no python block before it")
             samples[-1].append(block)
         else:
             samples.append([block])
@@ -116,45 +123,56 @@ def bash_commands(blocks: list[Block]) -> list[str]:
     return commands
 
 
-BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [block for path in DOCS for block in read_blocks(path.read_text(encoding="utf-8"), path)]
 
 
 # -- offline stand-ins -----------------------------------------------------------------------
 
 
-class OfflineSmolModel(smolagents.Model):
-    """Stands in for ``InferenceClientModel(...)`` (any arguments): a CodeAgent's model that
-    answers every task at once. (A ToolCallingAgent sample would need a final_answer tool call.)"""
+def _offline_smolagents() -> tuple[type, type]:
+    """``OfflineSmolModel`` and ``OfflineWebSearch``, made when smolagents is installed."""
+    import smolagents
+    from smolagents.models import ChatMessage, MessageRole
+    from smolagents.monitoring import TokenUsage
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(model_id="offline-smolagents")
+    class OfflineSmolModel(smolagents.Model):
+        """Stands in for ``InferenceClientModel(...)`` (any arguments): a CodeAgent's model that
+        answers every task at once. (A ToolCallingAgent sample would need a final_answer tool call.)"""
 
-    def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
-        text = f"Thought: I know this.\n<code>\nfinal_answer({OFFLINE_ANSWER!r})\n</code>"
-        usage = TokenUsage(input_tokens=20, output_tokens=8)
-        return ChatMessage(role=MessageRole.ASSISTANT, content=text, token_usage=usage)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(model_id="offline-smolagents")
 
+        def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
+            text = f"Thought: I know this.\n<code>\nfinal_answer({OFFLINE_ANSWER!r})\n</code>"
+            usage = TokenUsage(input_tokens=20, output_tokens=8)
+            return ChatMessage(role=MessageRole.ASSISTANT, content=text, token_usage=usage)
 
-class OfflineWebSearch(smolagents.Tool):
-    """Stands in for ``WebSearchTool()``: the same tool name and inputs, canned results."""
+    class OfflineWebSearch(smolagents.Tool):
+        """Stands in for ``WebSearchTool()``: the same tool name and inputs, canned results."""
 
-    name = "web_search"
-    description = "Searches the web for a query and returns the top results."
-    inputs = {"query": {"type": "string", "description": "The search query to perform."}}  # noqa: RUF012
-    output_type = "string"
+        name = "web_search"
+        description = "Searches the web for a query and returns the top results."
+        inputs = {"query": {"type": "string", "description": "The search query to perform."}}  # noqa: RUF012
+        output_type = "string"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__()
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__()
 
-    def forward(self, query: str) -> str:
-        return f"Offline search results for {query!r}."
+        def forward(self, query: str) -> str:
+            return f"Offline search results for {query!r}."
+
+    return OfflineSmolModel, OfflineWebSearch
 
 
 @pytest.fixture
 def offline_models(monkeypatch: pytest.MonkeyPatch):
     """Answer the README's network models offline (see the module docstring); yields the server."""
-    monkeypatch.setattr(smolagents, "InferenceClientModel", OfflineSmolModel)
-    monkeypatch.setattr(smolagents, "WebSearchTool", OfflineWebSearch)
+    if importlib.util.find_spec("smolagents") is not None:
+        import smolagents
+
+        model, search = _offline_smolagents()
+        monkeypatch.setattr(smolagents, "InferenceClientModel", model)
+        monkeypatch.setattr(smolagents, "WebSearchTool", search)
     with OpenAIServer(default=Stream(text=OFFLINE_ANSWER)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-offline-readme-test")
@@ -182,8 +200,8 @@ def sample_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def execute(block: Block, namespace: dict[str, Any]) -> None:
     """Run one block in ``namespace``; a block that awaits at top level runs on a fresh event loop."""
-    padded = "\n" * (block.line - 1) + block.code  # tracebacks point at README.md's own lines
-    code = compile(padded, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    padded = "\n" * (block.line - 1) + block.code  # tracebacks point at the page's own lines
+    code = compile(padded, str(block.path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     if code.co_flags & inspect.CO_COROUTINE:
         asyncio.run(eval(code, namespace))
     else:
@@ -239,19 +257,27 @@ SAMPLES = python_samples(BLOCKS)
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("sample", SAMPLES, ids=[f"README.md:{s[0].line}" for s in SAMPLES])
-def test_readme_python_sample_runs_as_written(sample, offline_models, sample_sandbox):
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s[0].where for s in SAMPLES])
+def test_docs_python_sample_runs_as_written(sample, offline_models, sample_sandbox):
     for block in sample:
-        execute(block, sample_sandbox)
+        try:
+            execute(block, sample_sandbox)
+        except ModuleNotFoundError as exc:
+            top = (exc.name or "").split(".")[0]
+            if top and importlib.util.find_spec(top) is None:
+                pytest.skip(f"{block.where} needs {top}, not installed (pip install -e \".[test-all]\")")
+            raise
     records = outcomes(sample_sandbox)
     failed = {name: (r.status, r.error) for name, r in records.items() if r.status != "success"}
-    assert not failed, f"runs of the sample at README.md:{sample[0].line} did not succeed: {failed}"
+    assert not failed, f"runs of the sample at {sample[0].where} did not succeed: {failed}"
     if any("OpenAIChatModel(" in block.code for block in sample) and records:
         assert offline_models.requests, "the sample's OpenAI model never reached the offline server"
 
 
 def test_the_readme_has_samples_of_each_kind():
-    assert len(SAMPLES) >= 5 and bash_commands(BLOCKS), "the README lost its samples, or this parser broke"
+    assert len(SAMPLES) >= 15 and bash_commands(BLOCKS), "the docs lost their samples, or this parser broke"
+    readme = [block for block in BLOCKS if block.path == README]
+    assert python_samples(readme) and bash_commands(readme), "the README lost its quickstart"
 
 
 def _pyproject() -> dict[str, Any]:
@@ -259,14 +285,16 @@ def _pyproject() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+def _distribution() -> str:
+    """The name this project has on the package registry (pyproject.toml's ``[project] name``)."""
+    return _pyproject()["project"]["name"]
+
+
 def _extras_named(words: list[str]) -> list[str]:
-    """The extras in pip arguments such as ``-e .[a,b]`` or ``nbagent[c]``."""
-    return [
-        name.strip()
-        for word in words
-        for group in re.findall(r"^(?:\.|nbagent)\[([^\]]*)\]$", word)
-        for name in group.split(",")
-    ]
+    """The extras in pip arguments such as ``-e .[a,b]`` or ``DISTRIBUTION[c]``."""
+    pattern = rf"^[\"']?(?:\.|{re.escape(_distribution())})\[([^\]]*)\][\"']?$"
+    groups = [group for word in words for group in re.findall(pattern, word)]
+    return [name.strip() for group in groups for name in group.split(",")]
 
 
 def _run(*command: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -274,7 +302,7 @@ def _run(*command: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def check_command(command: str) -> None:
-    """Check one README command without running anything long (see the module docstring)."""
+    """Check one command of the docs without running anything long (see the module docstring)."""
     words = shlex.split(command)
     match words:
         case ["pip", "install", *arguments]:
@@ -293,27 +321,42 @@ def check_command(command: str) -> None:
             result = _run("bash", "-n", script)
             assert result.returncode == 0, result.stderr
         case _:
-            pytest.fail(f"no check for the README command {command!r}: teach tests/test_readme.py one")
+            pytest.fail(f"no check for the command {command!r}: teach tests/test_readme.py one")
 
 
 @pytest.mark.parametrize("command", bash_commands(BLOCKS))
-def test_readme_bash_command_works(command):
+def test_docs_bash_command_works(command):
     check_command(command)
 
 
-def test_every_pip_install_in_the_readme_names_an_existing_extra():
+PIP_INSTALL = re.compile(r"pip install (?:-U |--upgrade )?(?:-e )?([\"']?[\w.-]*\[[^\]]*\][\"']?)")
+
+
+def _install_texts() -> dict[str, str]:
+    """Every text a user may copy an install command from: the docs, the notebooks, nbagent's hints."""
+    texts = {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8") for path in DOCS}
+    for path in [*(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "nbagent").rglob("*.py")]:
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def test_every_pip_install_names_this_project_and_an_existing_extra():
     extras = _pyproject()["project"]["optional-dependencies"]
-    named = re.findall(
-        r"pip install (?:-e )?[\"']?((?:\.|nbagent)\[[^\]]*\])", README.read_text(encoding="utf-8")
-    )
-    assert named, "the README names no extra to install"
-    unknown = sorted({name for name in _extras_named(named) if name not in extras})
-    assert not unknown, f"the README names extras pyproject.toml lacks: {unknown}"
+    found = {
+        where: PIP_INSTALL.findall(text.replace("\\\"", '"')) for where, text in _install_texts().items()
+    }
+    assert found["README.md"], "the README names no extra to install"
+    for where, targets in found.items():
+        for target in targets:
+            command = f"{where}: 'pip install {target}'"
+            named = _extras_named([target])
+            assert named, f"{command} would not install this project ({_distribution()})"
+            unknown = [name for name in named if name not in extras]
+            assert not unknown, f"{command} names extras pyproject.toml lacks: {unknown}"
 
 
 def _benchmarks_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    return BENCHMARKS_PAGE.read_text(encoding="utf-8")
 
 
 BENCHMARKS = sorted(path.name for path in (ROOT / "benchmarks").glob("*.py"))
@@ -365,7 +408,7 @@ def _installed_by(extras: list[str]) -> set[str]:
         if extra not in seen:
             seen.add(extra)
             for requirement in project["optional-dependencies"][extra]:
-                if requirement.startswith("nbagent["):
+                if requirement.startswith(f"{_distribution()}["):
                     wanted += _extras_named([requirement])
                 else:
                     requirements.append(requirement)

@@ -9,7 +9,7 @@ thousand stored runs answer as fast as fifty.
 The page is an itables ``ITable`` (DataTables, with row selection, over anywidget) when itables
 and anywidget are installed, else an ipywidgets ``SelectMultiple`` with one line per run. Both
 send a selection as a widget state update, which the kernel handles while idle (a click never
-waits on a running cell; see the design notes). The callbacks may run on a kernel thread other
+waits on a running cell; see docs/architecture.md). The callbacks may run on a kernel thread other
 than the main one; each only sets widget values, and a lock keeps two of them from interleaving.
 """
 

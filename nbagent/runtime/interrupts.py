@@ -1,6 +1,6 @@
 """Jupyter's interrupt and blocking waits, as they meet a run.
 
-Two kernel facts shape this module (measured on ipykernel 7.4; see DESIGN.md):
+Two kernel facts shape this module (measured on ipykernel 7.4; see docs/architecture.md):
 
 - While a cell *blocks* (``run.wait()``, ``nbagent.run``) the kernel takes no comm message, so a
   click on the view's Stop button waits until the cell has ended, when it is useless. (ipykernel
@@ -246,7 +246,9 @@ def sigint_stops(run: Run) -> Iterator[KeyboardFlag]:
     """For the length of an ``await`` of ``run`` on the main thread: SIGINT (Ctrl-C, Jupyter's
     ■ Interrupt) interrupts the run at once, and the yielded flag says whether the await may then
     raise ``StoppedByKeyboard``. Elsewhere (another thread, no running loop, SIGINT ignored) it
-    does nothing and the flag stays unset."""
+    does nothing and the flag stays unset. Any handle with ``interrupt(mode, reason=)``,
+    ``done()``, ``keyboard_pressed`` and the ``_loop`` that takes its interrupts serves as
+    ``run`` (a ``Batch`` does)."""
     flag = KeyboardFlag()
     entry = _register(run, flag)
     try:

@@ -3,7 +3,7 @@
 Every run is a task on one private event loop that lives on a daemon thread ("nbagent-loop").
 Nothing is patched: the user's loop (Jupyter's, or none in a script) only ever waits on a
 ``concurrent.futures.Future``. So ``start()`` returns at once and the kernel stays idle, which is
-what lets a Stop click reach it (see the design notes); ``run()`` blocks in short slices so
+what lets a Stop click reach it (see docs/architecture.md); ``run()`` blocks in short slices so
 Jupyter's interrupt (``KeyboardInterrupt`` in the main thread) becomes an interrupt of the run;
 ``arun()`` and ``await run`` wait without blocking the kernel, and cancelling them stops the run.
 
@@ -67,7 +67,9 @@ def _prepare(
     )
     store = store if store is not None else settings.store
     if store is not None:
-        run.add_sink(store.sink())
+        from nbagent.analytics.store import open_store  # a path, or a RunStore
+
+        run.add_sink(open_store(store).sink())
     if display is None:
         display = settings.display if settings.display is not None else True
     if display:
