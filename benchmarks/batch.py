@@ -19,8 +19,15 @@ its Stop, Ray against local, and the store under a hundred concurrent runs.
    are still built once per take); the p99 and max delay from a step's end to the commit of its row
    (target <= 100 ms), and a check that every run's rows were committed before its record was
    returned. Target >= 20,000 steps/s.
+4. A big batch: 100,000 tasks (10,000 with ``--quick``) at concurrency 100 of an agent that streams
+   for minutes, with 100 runs live and the rest queued: the process's RSS (and its growth from
+   before the batch), the cost of one table refresh on the runner's loop (median and max of 20,
+   against the same with 1,000 tasks; target <= 2 ms whatever the size), Stop all from
+   ``interrupt()`` to the batch's end (target <= 1 s), and, under ``tracemalloc``, the bytes a
+   queued task costs the batch, its row apart (the difference between 1,000 and 100,000 tasks
+   over the difference in tasks; target <= 1 kB).
 
-    python benchmarks/batch.py [--quick] [--json] [--no-ray] [--no-kernel]
+    python benchmarks/batch.py [--quick] [--json] [--no-ray] [--no-kernel] [--no-store] [--only-big]
 """
 
 from __future__ import annotations
@@ -373,6 +380,126 @@ def store_rate(runs: int, steps: int, grouped: bool) -> dict[str, float]:
     }
 
 
+# -- 4. a big batch -------------------------------------------------------------------------------
+
+
+def rss_mb() -> float:
+    """This process's resident memory (Linux ``/proc``; elsewhere the peak, from ``resource``)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            import os
+
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+def long_agent() -> nbagent.Agent:
+    """Streams for about ten minutes: every run of a big batch is still live when it is stopped.
+    (A short reply, slowly: the script's own tokens are not what is measured.)"""
+    return nbagent.Agent(ScriptedModel(["word " * 3000], tokens_per_s=5, first_token_s=0.0))
+
+
+def started_big(tasks: int, live: int):
+    """A batch of ``tasks`` with ``live`` runs streaming and the rest queued."""
+    names = [f"task {i}" for i in range(tasks)]
+    handle = batch(long_agent, names, concurrency=live, display=False)
+    deadline = time.monotonic() + 300
+    while sum(streaming(s) for s in handle.running()) < live:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the runs did not start")
+        time.sleep(0.05)
+    return handle
+
+
+def refresh_ms(handle, times: int = 20) -> list[float]:
+    """What one refresh of the batch's widget table costs the runner's loop, ``times`` over."""
+    from nbagent.batches.table import BatchTable
+    from nbagent.runtime.loop import runner_loop
+
+    table = BatchTable(handle)
+
+    async def timed() -> list[float]:
+        costs = []
+        for _ in range(times):
+            start = time.perf_counter()
+            table.refresh()
+            costs.append((time.perf_counter() - start) * 1000)
+            await asyncio.sleep(0.02)  # the runs go on between two refreshes, as under the ticker
+        return costs
+
+    return asyncio.run_coroutine_threadsafe(timed(), runner_loop()).result(timeout=120)
+
+
+def stop_all_ms(handle) -> float:
+    start = time.perf_counter()
+    handle.interrupt()
+    handle._future.result(timeout=300)
+    return (time.perf_counter() - start) * 1000
+
+
+def traced_bytes(tasks: int, live: int) -> float:
+    """The bytes the batch holds with ``live`` runs streaming and the rest queued (``tracemalloc``)."""
+    import gc
+    import tracemalloc
+
+    names = [f"task {i}" for i in range(tasks)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        handle = batch(long_agent, names, concurrency=live, display=False)
+        deadline = time.monotonic() + 300
+        while sum(streaming(s) for s in handle.running()) < live:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the runs did not start")
+            time.sleep(0.05)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    handle.interrupt()
+    handle.wait(timeout=300)
+    return held
+
+
+def big_part(tasks: int, live: int = 100) -> dict[str, float]:
+    import gc
+
+    small = started_big(1000, live)
+    small_refresh = refresh_ms(small)
+    small_stop = stop_all_ms(small)
+    del small
+    gc.collect()
+    rss_before = rss_mb()
+    handle = started_big(tasks, live)
+    rss_live = rss_mb()
+    big_refresh = refresh_ms(handle)
+    stop = stop_all_ms(handle)
+    frame = handle.frame()
+    counts = frame["status"].value_counts().to_dict()
+    assert counts == {"interrupted": live, "skipped": tasks - live}, counts
+    del handle, frame
+    gc.collect()
+    row = sys.getsizeof({"task": "task 99999"})
+    per_task = (traced_bytes(tasks, live) - traced_bytes(1000, live)) / (tasks - 1000)
+    return {
+        "big_tasks": tasks,
+        "big_live": live,
+        "big_rss_mb": rss_live,
+        "big_rss_growth_mb": rss_live - rss_before,
+        "big_refresh_p50_ms": statistics.median(big_refresh),
+        "big_refresh_max_ms": max(big_refresh),
+        "small_refresh_p50_ms": statistics.median(small_refresh),
+        "small_refresh_max_ms": max(small_refresh),
+        "big_stop_all_ms": stop,
+        "small_stop_all_ms": small_stop,
+        "big_bytes_per_queued_task": per_task - row,
+        "big_row_bytes": row,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -381,6 +508,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--no-kernel", action="store_true")
+    parser.add_argument("--no-store", action="store_true")
+    parser.add_argument("--only-big", action="store_true", help="part 4 only (with the 1,000-task ratio)")
     args = parser.parse_args()
     nbagent.configure(display=False)
     tasks = 200 if args.quick else 1000
@@ -397,9 +526,10 @@ def main() -> None:
         "batch_s": statistics.median(batch_s),
         "wall_ratio": statistics.median(ratios),
     }
-    if not args.no_kernel:
+    if not args.no_kernel and not args.only_big:
         result |= table_costs(tasks, 100)
-    result |= local_stop(100, 2 if args.quick else 5)
+    if not args.only_big:
+        result |= local_stop(100, 2 if args.quick else 5)
 
     try:
         import ray  # noqa: F401
@@ -407,18 +537,22 @@ def main() -> None:
         has_ray = True
     except ImportError:
         has_ray = False
-    if has_ray and not args.no_ray:
+    if args.only_big:
+        result["ray"] = "skipped (--only-big)"
+    elif has_ray and not args.no_ray:
         result |= ray_part(100 if args.quick else 200, 40)
     else:
         result["ray"] = "skipped (--no-ray)" if has_ray else "skipped (Ray is not installed)"
 
     runs, steps = (100, 20) if args.quick else (100, 100)
-    grouped = max((store_rate(runs, steps, True) for _ in range(2)), key=lambda r: r["steps_per_s"])
-    single = store_rate(runs, steps, False)
-    result |= {f"store_{k}": v for k, v in grouped.items()}
-    result |= {f"store_per_commit_point_{k}": v for k, v in single.items()}
-    result["store_ratio"] = grouped["steps_per_s"] / single["steps_per_s"]
-    result["runs_without_store_steps_per_s"] = runner_rate(runs, steps)
+    if not (args.no_store or args.only_big):
+        grouped = max((store_rate(runs, steps, True) for _ in range(2)), key=lambda r: r["steps_per_s"])
+        single = store_rate(runs, steps, False)
+        result |= {f"store_{k}": v for k, v in grouped.items()}
+        result |= {f"store_per_commit_point_{k}": v for k, v in single.items()}
+        result["store_ratio"] = grouped["steps_per_s"] / single["steps_per_s"]
+        result["runs_without_store_steps_per_s"] = runner_rate(runs, steps)
+    result |= big_part(10_000, live=20) if args.quick else big_part(100_000)
 
     if args.json:
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}))
@@ -440,16 +574,27 @@ def main() -> None:
               f"p99 {r['ray_stop_p99_ms']:.1f} ms (<= 500), all {r['ray_stop_all_ms']:.1f} ms")  # fmt: skip
     else:
         print(f"2. Ray: {r['ray']}")
-    print(f"3. store: {runs} concurrent runs x {steps} steps through one RunStore")
-    print(f"   grouped commits {r['store_steps_per_s']:,.0f} steps/s (>= 20,000; "
-          f"{r['store_commit_points_per_commit']:.1f} commit points per transaction), "
-          f"one transaction per commit point {r['store_per_commit_point_steps_per_s']:,.0f} steps/s: "
-          f"ratio {r['store_ratio']:.2f}")  # fmt: skip
-    print(f"   the same runs without a store (the ceiling on this machine): "
-          f"{r['runs_without_store_steps_per_s']:,.0f} steps/s")  # fmt: skip
-    print(f"   step end -> committed: p99 {r['store_commit_delay_p99_ms']:.1f} ms, max "
-          f"{r['store_commit_delay_max_ms']:.1f} ms (<= 100); commit points not committed when a record "
-          f"returned: {r['store_rows_uncommitted_at_return']}")  # fmt: skip
+    if "store_steps_per_s" in r:
+        print(f"3. store: {runs} concurrent runs x {steps} steps through one RunStore")
+        print(f"   grouped commits {r['store_steps_per_s']:,.0f} steps/s (>= 20,000; "
+              f"{r['store_commit_points_per_commit']:.1f} commit points per transaction), "
+              f"one transaction per commit point {r['store_per_commit_point_steps_per_s']:,.0f} steps/s: "
+              f"ratio {r['store_ratio']:.2f}")  # fmt: skip
+        print(f"   the same runs without a store (the ceiling on this machine): "
+              f"{r['runs_without_store_steps_per_s']:,.0f} steps/s")  # fmt: skip
+        print(f"   step end -> committed: p99 {r['store_commit_delay_p99_ms']:.1f} ms, max "
+              f"{r['store_commit_delay_max_ms']:.1f} ms (<= 100); commit points not committed when a "
+              f"record returned: {r['store_rows_uncommitted_at_return']}")  # fmt: skip
+    else:
+        print("3. store: skipped")
+    print(f"4. big: {r['big_tasks']:,} tasks, {r['big_live']} live, the rest queued: "
+          f"RSS {r['big_rss_mb']:.0f} MB "
+          f"(+{r['big_rss_growth_mb']:.0f} MB for the batch), {r['big_bytes_per_queued_task']:.0f} bytes "
+          f"per queued task beyond its row of {r['big_row_bytes']} (<= 1,000)")  # fmt: skip
+    print(f"   table refresh p50 {r['big_refresh_p50_ms']:.2f} ms, max {r['big_refresh_max_ms']:.2f} ms "
+          f"(1,000 tasks: {r['small_refresh_p50_ms']:.2f} / {r['small_refresh_max_ms']:.2f} ms; <= 2); "
+          f"Stop all {r['big_stop_all_ms']:.0f} ms (1,000 tasks: {r['small_stop_all_ms']:.0f} ms; "
+          f"<= 1,000)")  # fmt: skip
 
 
 if __name__ == "__main__":

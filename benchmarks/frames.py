@@ -80,7 +80,9 @@ def synthetic_records(runs: int, steps: int) -> list[RunRecord]:
 
 
 def naive_steps_frame(records: list[RunRecord]) -> pd.DataFrame:
-    """The steps frame as one would write it by hand: a dict per row, then the same dtypes."""
+    """The steps frame as one would write it by hand: a dict per row, then the same dtypes (every
+    column of ``STEP_COLUMNS``; the frames are checked equal, so a column added there and not
+    here fails loudly)."""
     rows = [
         {
             "run_id": r.run_id,
@@ -93,6 +95,8 @@ def naive_steps_frame(records: list[RunRecord]) -> pd.DataFrame:
             "output_tokens": s.output_tokens,
             "total_tokens": s.total_tokens,
             "usage_source": s.usage_source,
+            "model_ended_at": s.model_ended_at,
+            "wait_s": s.wait_s,
             "n_tool_calls": len(s.tool_calls),
             "interrupted": s.interrupted,
             "error": s.error,
@@ -148,12 +152,12 @@ def store_rate(runs: int, steps: int, synchronous: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100,000 steps and a shorter store run")
+    parser.add_argument("--quick", action="store_true", help="20,000 steps and a short store run")
     parser.add_argument("--no-asdict", action="store_true", help="skip the slow asdict baseline")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    runs, steps = (1_000, 100) if args.quick else (10_000, 100)
-    store_runs = 20 if args.quick else 100
+    runs, steps = (200, 100) if args.quick else (10_000, 100)
+    store_runs = 5 if args.quick else 100
 
     records = synthetic_records(runs, steps)
     frame_s = float("inf")

@@ -164,7 +164,7 @@ def blocking_notice_latencies(kernel: KernelDriver, runs: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help="stream 2 s; 20 clicks, 5 interrupts of each kind"
+        "--quick", action="store_true", help="stream 2 s; 5 clicks, 5 interrupts of each kind"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     with KernelDriver.start() as kernel:
         kernel.execute(SETUP)
         costs = stream_costs(kernel, 2000, seconds)
-        latencies = click_latencies(kernel, 20)
+        latencies = click_latencies(kernel, 5 if args.quick else 20)
         to_record, interrupts = await_interrupt_latencies(kernel, 5 if args.quick else 20)
         notices = blocking_notice_latencies(kernel, 5 if args.quick else 20)
     result = {

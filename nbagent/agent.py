@@ -26,10 +26,18 @@ from nbagent.guardrails.approvals import (
     policy_wants,
 )
 from nbagent.guardrails.limits import PromptEstimate
-from nbagent.models.base import Message, Model, ModelRetry, ModelText, ModelUsage, ToolCall
+from nbagent.models.base import (
+    Message,
+    Model,
+    ModelRetry,
+    ModelText,
+    ModelUsage,
+    ToolCall,
+    ToolCallDelta,
+)
 from nbagent.runtime.tasks import contained, stop_within
 from nbagent.text import observation
-from nbagent.tools import Tool, ToolAbandoned, tool
+from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, tool
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 
@@ -162,6 +170,8 @@ class Agent:
         )
         try:
             await asyncio.wait({reader})
+            if ctx.scope.interrupted:  # the reader saw the Stop first and stopped reading
+                raise asyncio.CancelledError()
         except asyncio.CancelledError:
             await stop_within(reader, MODEL_GRACE_S)
             reading.abandoned = True
@@ -199,6 +209,7 @@ class Agent:
         self, ctx: RunContext, pieces: list[str], calls: list[ToolCall], reading: _Reading
     ) -> None:
         specs = [t.spec for t in self.tools.values()]
+        scope = ctx.scope
         async with aclosing(self.model.stream(list(self.memory), specs)) as parts:
             async for part in parts:
                 if reading.abandoned:
@@ -206,12 +217,18 @@ class Agent:
                 if isinstance(part, ModelText):
                     pieces.append(part.text)
                     ctx.text(part.text)
+                elif isinstance(part, ToolCallDelta):
+                    ctx.tool_arguments(part.arguments)
                 elif isinstance(part, ToolCall):
                     calls.append(part)
                 elif isinstance(part, ModelUsage):
                     ctx.usage(part.input_tokens, part.output_tokens, part.source)
                 elif isinstance(part, ModelRetry):
                     ctx.retrying(part.attempt, part.delay_s, part.reason)
+                if scope.interrupted:
+                    # A Stop, or a budget this part crossed: read no further, even what the
+                    # model has buffered already (a server's chunks arrive many to a packet).
+                    return
 
     def _keep_cut_text(self, pieces: list[str], cut: str) -> None:
         """Keep what the model said before it was cut, so a continued run knows where it stopped."""
@@ -237,18 +254,22 @@ class Agent:
             if ctx.scope.interrupted:  # a budget (max_tool_calls) stopped the run: nothing runs
                 raise asyncio.CancelledError()
             for call in calls:
-                if call.id in waiting:
-                    decision = await ctx.approvals.wait(ctx, call.id)
-                    if not decision.approved:
-                        ctx.tool_finished(call.id, "denied", error=decision.reason or "denied")
-                        result = denial_observation(decision.reason)
+                stopping = False
+                try:
+                    if call.id in waiting:
+                        decision = await ctx.approvals.wait(ctx, call.id)
+                        if not decision.approved:
+                            ctx.tool_finished(call.id, "denied", error=decision.reason or "denied")
+                            result = denial_observation(decision.reason)
+                        else:
+                            result = await self._run_tool(ctx, call, started=True)
                     else:
-                        result = await self._run_tool(ctx, call, started=True)
-                else:
-                    result = await self._run_tool(ctx, call)
+                        result = await self._run_tool(ctx, call)
+                except ToolFinishedWhileStopping as finished:  # the Stop came, but so did its result
+                    result, stopping = observation(finished.result), True
                 self.memory.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 answered.add(call.id)
-                if ctx.scope.interrupted:  # a Stop that landed as the tool returned still stops
+                if stopping or ctx.scope.interrupted:  # a Stop that landed as the tool returned stops
                     raise asyncio.CancelledError()
         finally:
             # Every tool call the model made needs an answer, or the next request is invalid.
@@ -289,6 +310,9 @@ class Agent:
                     f"unknown tool {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
                 )
             result = await found.acall(arguments)
+        except ToolFinishedWhileStopping as finished:  # it did its work: the record says so
+            ctx.tool_finished(call.id, "ok", result=finished.result)
+            raise
         except ToolAbandoned:
             ctx.tool_finished(call.id, "abandoned", error="did not stop when interrupted; abandoned")
             raise asyncio.CancelledError() from None

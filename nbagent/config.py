@@ -20,7 +20,8 @@ UNCHANGED: Any = _Unchanged()
 @dataclass
 class Settings:
     store: Any = None
-    """A ``RunStore`` every run is persisted to unless ``start(store=...)`` names another."""
+    """A ``RunStore`` every run is persisted to unless ``start(store=...)`` names another
+    (``configure(store=)`` takes a path too, and opens its store)."""
     display: bool | None = None
     """Show runs on ``start``: None (the default) and True mean "yes": the live widget view in a
     Jupyter kernel, the text view elsewhere; False shows nothing."""
@@ -50,7 +51,8 @@ def configure(
     """Set process-wide defaults; returns the settings. Only the options you pass change.
 
     Args:
-        store: a ``RunStore`` every run is persisted to (None: no store).
+        store: a ``RunStore``, or a path to one (``"runs.db"``, a ``Path``, ``"~/runs.db"``),
+            every run is persisted to (None: no store); another type is a ``TypeError``.
         display: False to show no view; None/True: widgets in Jupyter, text elsewhere.
         quiet_smolagents: silence smolagents' own console output while nbagent shows the run.
         history_limit: how many finished runs ``nbagent.history`` keeps in memory (default
@@ -58,6 +60,10 @@ def configure(
         limits: ``nbagent.Limits`` for every run (None: no limits); ``start(limits=)`` overrides.
         approval_timeout_s: seconds before an undecided approval is denied (None: no end).
     """
+    if store is not UNCHANGED and store is not None:  # first: a bad store changes nothing
+        from nbagent.analytics.store import open_store  # a path becomes its store, now
+
+        store = open_store(store)
     if limits is not UNCHANGED:
         from nbagent.guardrails.limits import Limits
 

@@ -65,6 +65,10 @@ class RunContext:
     def text(self, text: str) -> None:
         self.emit(ev.TextDelta(self.run_id, self.step, time.perf_counter(), text))
 
+    def tool_arguments(self, text: str) -> None:
+        """A piece of a tool call's arguments streamed in (token budgets count it like text)."""
+        self.emit(ev.ToolArgumentsDelta(self.run_id, self.step, time.perf_counter(), text))
+
     def usage(self, input_tokens: int | None, output_tokens: int | None, source: ev.UsageSource) -> None:
         """Report token usage. A count that is not a non-negative integer (or ``None``) is a broken
         model: ``ModelError`` names it, instead of a bad number reaching the frames."""

@@ -7,6 +7,8 @@ error, so code never has to tell failures apart by their message text.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -97,9 +99,38 @@ class StoppedByKeyboard(KeyboardInterrupt):
         self.record = record
 
 
+_SECRET_NAMES = re.compile(r"(?:^|_)(?:API_?KEY|ACCESS_KEY|KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+_SHORTEST_SECRET = 8
+"""Environment values shorter than this are not taken as secrets (they would blank out words)."""
+
+
+def environment_secrets() -> list[str]:
+    """Values of environment variables named like credentials (``OPENAI_API_KEY``, ``HF_TOKEN``,
+    ``AWS_SECRET_ACCESS_KEY``...): a framework's client often takes its key from there, so an
+    error that echoes the key is scrubbed of it even when the key has no well-known shape."""
+    found = [
+        value
+        for name, value in os.environ.items()
+        if len(value) >= _SHORTEST_SECRET and _SECRET_NAMES.search(name)
+    ]
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` without credentials: anything shaped like one (``sk-...`` keys, bearer and Basic
+    credentials, ``api_key=`` parameters, ``user:password@`` in URLs; see
+    ``nbagent.models.credentials.scrub``) and the values of credential-named environment
+    variables. Every error text of a run passes through here where it becomes an event
+    (``nbagent.events``), whatever its source: the native model, a framework's client, a tool."""
+    from nbagent.models.credentials import scrub
+
+    return scrub(text, environment_secrets())
+
+
 def describe(exc: BaseException) -> str:
     """A one-line, readable description of ``exc``: its type and message (the type once, even when
-    the message already starts with it). Never raises, whatever ``str(exc)`` does."""
+    the message already starts with it), scrubbed of credentials (``scrub_secrets``): it is how an
+    exception becomes text anywhere in nbagent. Never raises, whatever ``str(exc)`` does."""
     from nbagent.text import safe_text
 
     name = type(exc).__name__
@@ -107,7 +138,7 @@ def describe(exc: BaseException) -> str:
         text = str(exc).strip()
     except Exception:
         text = safe_text(exc.args)
-    text = safe_text(text)
+    text = scrub_secrets(safe_text(text))
     if not text:
         return name
     return text if text.startswith(f"{name}: ") else f"{name}: {text}"

@@ -5,6 +5,10 @@ order, to the recorder and to sinks (live view, text view, store). Every event i
 slotted dataclass carrying the run id, the step number (0 before the first step) and ``t``, a
 ``time.perf_counter()`` reading. Wall-clock time appears once, in ``RunStarted.started_at``; the
 recorder derives every other UTC time from it, so clock jumps never reorder a run.
+
+Error texts are scrubbed of credentials here, as an event is made (``_scrubbed``): every source
+(the native agent, the framework adapters, the runner) reports errors through these events, so
+the recorder, the store, the views and OpenTelemetry only ever see the scrubbed text.
 """
 
 from __future__ import annotations
@@ -13,11 +17,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from nbagent.errors import scrub_secrets
+
 StepKind = Literal["planning", "action", "final"]
 RunStatus = Literal["success", "interrupted", "error", "max_steps", "limit"]
 UsageSource = Literal["reported", "estimated", "unknown"]
-ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned", "denied"]
+ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned", "denied", "deferred"]
+"""``"deferred"``: not run; the run handed it back to its caller (pydantic-ai's ``DeferredToolRequests``)."""
 Approval = Literal["approved", "denied", "timed_out"]
+
+
+def _scrubbed(event: Any, name: str) -> None:
+    """Replace the text field ``name`` of a frozen event with its scrubbed text (``None`` stays)."""
+    text = getattr(event, name)
+    if text is not None:
+        object.__setattr__(event, name, scrub_secrets(text if isinstance(text, str) else str(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +95,9 @@ class ToolCallFinished(RunEvent):
     result: Any = None
     error: str | None = None
 
+    def __post_init__(self) -> None:
+        _scrubbed(self, "error")
+
 
 @dataclass(frozen=True, slots=True)
 class ModelCallStarting(RunEvent):
@@ -132,6 +149,9 @@ class Retrying(RunEvent):
     delay_s: float
     reason: str
 
+    def __post_init__(self) -> None:
+        _scrubbed(self, "reason")
+
 
 @dataclass(frozen=True, slots=True)
 class StepFinished(RunEvent):
@@ -145,6 +165,9 @@ class StepFinished(RunEvent):
     kind: StepKind | None = None
     error: str | None = None
     interrupted: bool = False
+
+    def __post_init__(self) -> None:
+        _scrubbed(self, "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +185,15 @@ class RunFinished(RunEvent):
     a ``"limit"`` end (``None`` for a success)."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw, as chat messages, when the source can tell."""
+
+    def __post_init__(self) -> None:
+        _scrubbed(self, "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgumentsDelta(RunEvent):
+    """A piece of a tool call's arguments (JSON text) as the model streams it. Token budgets count
+    it like model text, so a reply that is all arguments is cut as soon as it crosses one; the
+    complete call is reported by ``ToolCallStarted`` once the reply has ended."""
+
+    text: str

@@ -177,7 +177,11 @@ class RunRecord:
             cls = ERROR_TYPES["MaxStepsReached"]
         elif self.status == "limit":
             cls = ERROR_TYPES["LimitExceeded"]
-        raise cls(self.error or f"run {self.run_id} ended with status {self.status!r}", record=self)
+        message = self.error or f"run {self.run_id} ended with status {self.status!r}"
+        # The error text starts with its type ("ModelError: the server said no"): the raised
+        # error's own name says it already.
+        message = message.removeprefix(f"{cls.__name__}: ") or message
+        raise cls(message, record=self)
 
     def summary(self) -> str:
         """One line: status, steps, duration and tokens."""

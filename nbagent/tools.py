@@ -4,7 +4,9 @@ The JSON schema comes from the type hints, the descriptions from the docstring (
 paragraph describes the tool, an ``Args:`` section describes the parameters). Async tools run on
 the run's loop and are cancelled like any await. Sync tools run on a daemon thread of their own:
 on a Stop the agent waits a short grace period for the tool to notice (``check_interrupt()``) and
-then abandons it, so a tool that ignores cancellation never holds a run hostage.
+then abandons it, so a tool that ignores cancellation never holds a run hostage. A tool that
+returns within that grace did its work (the email went out): its result is kept and recorded
+``"ok"`` (``ToolFinishedWhileStopping``), and the run stops after it.
 """
 
 from __future__ import annotations
@@ -145,6 +147,15 @@ class ToolAbandoned(Exception):
     """A cancelled sync tool did not stop within its grace period; its thread was left to finish."""
 
 
+class ToolFinishedWhileStopping(Exception):
+    """A cancelled tool returned within its grace period: the run stops, but the tool did its work,
+    so its ``result`` is real and belongs in the record (raised instead of the cancel)."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__("the tool finished while the run was stopping")
+        self.result = result
+
+
 def _raised(name: str, exc: BaseException) -> ToolError:
     """A tool's ``SystemExit``, ``KeyboardInterrupt`` and the like, as the tool error they become."""
     return ToolError(f"{name} raised {describe(exc)}", tool=name)
@@ -171,6 +182,8 @@ async def _run_on_loop(coro: Any, timeout_s: float | None, grace_s: float, name:
     except asyncio.CancelledError:
         if not await stop_within(task, grace_s):
             raise ToolAbandoned() from None
+        if not task.cancelled() and task.exception() is None:  # it returned all the same
+            raise ToolFinishedWhileStopping(task.result()) from None
         raise
     if not done:
         ended = await stop_within(task, grace_s)
@@ -190,7 +203,8 @@ async def _run_on_thread(
     """Run a sync function on its own daemon thread.
 
     A cancel gives the function ``grace_s`` to stop by itself (``check_interrupt``), then leaves
-    it; a timeout leaves it at once. Either way its late result is discarded.
+    it; a timeout leaves it at once, and a result later than that is discarded. A result that
+    arrives within the grace is kept (``ToolFinishedWhileStopping``).
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -222,9 +236,9 @@ async def _run_on_thread(
         if not done:
             future.cancel()
             raise ToolAbandoned() from None
-        if not future.cancelled():
-            future.exception()  # retrieved: the tool's own AgentInterrupted is expected, not news
-        raise
+        if future.exception() is None:  # it returned: its side effect happened, keep its result
+            raise ToolFinishedWhileStopping(future.result()) from None
+        raise  # it raised (its own AgentInterrupted, say): cancelled, and that is not news
     if not done:
         future.cancel()
         raise _timed_out(name, timeout_s or 0.0, "; its thread was left to finish")

@@ -67,6 +67,7 @@ EXTRA_OF = {
     "langgraph": "langgraph",
     "langchain_core": "langgraph",
     "langchain": "langgraph",
+    "langchain_openai": "test-all",
     "ray": "ray",
     "opentelemetry": "otel",
     "phoenix": "test-all",

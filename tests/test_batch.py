@@ -71,7 +71,8 @@ def test_every_task_ends_with_a_record_in_its_end_state_and_keeps_its_row():
     failed = frame.iloc[4]
     assert "the agent factory failed" in failed["error"] and "no agent for 'factory_fails'" in failed["error"]
     assert failed["n_steps"] == 0 and failed["error_type"] == "ValueError"
-    assert frame["score"].tolist() == [True, False, False, False, False, True]
+    # the run cut by the timeout did not finish: its score is NA, not False (the scorer is not asked)
+    assert [None if pd.isna(v) else v for v in frame["score"]] == [True, False, False, None, False, True]
     assert frame["run_id"].notna().all() and frame["run_id"].is_unique
     assert handle.status == "done"
     cut = handle.record_of("t3")

@@ -246,3 +246,48 @@ def test_bad_queries_are_refused_clearly():
         RunQuery(sort="1; DROP TABLE runs")
     with pytest.raises(ValueError, match="page"):
         RunQuery(page=-1)
+
+
+def _two_step_runs() -> tuple[nbagent.RunRecord, nbagent.RunRecord]:
+    """The same two-step task finished (A) and stopped while the model streams step 2 (B): B's
+    step 1 usage is known, its step 2 usage never arrived."""
+    from conftest import wait_until
+
+    def agent(tokens_per_s: float) -> nbagent.Agent:
+        turns = [[ToolCall("add", {"a": 2, "b": 3})], "five " * 300]
+        return nbagent.Agent(ScriptedModel(turns, tokens_per_s=tokens_per_s, first_token_s=0.0), tools=[add])
+
+    done = nbagent.run(agent(1e6), "add 2 and 3", display=False)
+    run = nbagent.start(agent(300), "add 2 and 3", display=False)
+    wait_until(lambda: run.live_text(2) != "")
+    run.interrupt()
+    return done, run.wait(timeout=20)
+
+
+def test_compare_shows_no_definite_token_delta_when_a_runs_usage_is_incomplete():
+    done, stopped = _two_step_runs()
+    assert stopped.status == "interrupted" and not stopped.usage_complete
+    assert stopped.input_tokens is not None and stopped.input_tokens < done.input_tokens  # a partial sum
+
+    comparison = compare(done, stopped)
+    for measure in ("input_tokens", "output_tokens", "total_tokens", "cost_usd"):
+        assert comparison.delta(measure) is None, measure
+    assert comparison.delta("duration_s") is not None and comparison.delta("n_steps") == 0
+    assert comparison.usage_note == "B's token counts are partial: usage unknown for step 2 (cut by a Stop)"
+    assert comparison.steps[1].delta("output_tokens") is None
+    assert comparison.steps[0].delta("input_tokens") == 0  # step 1 is known on both sides
+
+    frame = compare_frame([done, stopped])
+    run_row = frame[(frame["level"] == "run") & (frame["run_id"] == stopped.run_id)].iloc[0]
+    assert run_row["input_tokens_delta"] is pd_na() and run_row["total_tokens_delta"] is pd_na()
+    assert not run_row["usage_complete"] and "step 2 (cut by a Stop)" in run_row["usage_note"]
+    baseline = frame[(frame["level"] == "run") & (frame["run_id"] == done.run_id)].iloc[0]
+    assert baseline["input_tokens_delta"] == 0 and baseline["usage_complete"]
+    assert baseline["usage_note"] is pd_na()
+    step_2 = frame[(frame["level"] == "step") & (frame["run_id"] == stopped.run_id) & (frame["step"] == 2)]
+    assert step_2.iloc[0]["output_tokens_delta"] is pd_na()
+    assert step_2.iloc[0]["usage_note"] == "usage of B unknown (cut by a Stop)"
+
+    html = comparison._repr_html_()
+    assert f"≥ {stopped.input_tokens}" in html and f"-{done.input_tokens - stopped.input_tokens}" not in html
+    assert "their token and cost deltas are unknown" in html

@@ -1,30 +1,32 @@
-"""Compatibility: scenarios in the style of the OpenAI Agents SDK's own tests (its
-``agents.testing.ScriptedModel``), run plainly (``Runner.run_streamed``) and through nbagent, give
-the same final output, the same usage and the same error."""
+"""Compatibility: each scenario of tests/openai_agents_scenarios.py (modelled on the OpenAI Agents
+SDK's own runner, guardrail, handoff, tool-use, max-turns and approval tests) is run plainly, with
+``Runner.run_streamed`` and ``Runner.run``, and through nbagent; all must agree on the final output,
+the status, the error (type and message), the usage (requests and tokens), the tool calls and their
+results, the handoffs, and the history a continued run sends (``reset=False`` must send what
+``result.to_input_list()`` plus the new input sends)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from conftest import wait_until
 
 pytest.importorskip("agents")
 
-from agents import (
-    Agent,
-    GuardrailFunctionOutput,
-    Runner,
-    function_tool,
-    input_guardrail,
-    set_tracing_disabled,
-)
-from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from agents.usage import Usage
-from pydantic import BaseModel
+from agents import Agent, Runner, set_tracing_disabled
+from agents.exceptions import MaxTurnsExceeded
+from agents.testing import ScriptedModel, assistant_message
+from openai_agents_scenarios import SCENARIOS, Case, says, scripted
 
 import nbagent
 from nbagent.errors import describe
+from nbagent.records import RunRecord
+
+THEN = "and then?"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,132 +36,210 @@ def no_trace_export():
     set_tracing_disabled(False)
 
 
-def used(tokens_in: int, tokens_out: int) -> Usage:
-    return Usage(
-        requests=1, input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out
-    )
+@dataclass
+class Outcome:
+    output: Any
+    status: str
+    error: tuple[str, str] | None
+    usage: tuple[int, int, int]
+    """Requests, input tokens, output tokens."""
+    calls: list[str]
+    """The tools (and handoffs) the model called, in order."""
+    results: dict[str, Any]
+    """Call id -> result, for the calls that returned."""
+    final_agent: str
 
 
-class Answer(BaseModel):
-    value: int
+def error_of(exc: BaseException | None) -> tuple[str, str] | None:
+    if exc is None:
+        return None
+    if isinstance(exc, MaxTurnsExceeded):  # nbagent's name for it, with the SDK's message
+        return "MaxStepsReached", f"MaxStepsReached: {exc}"
+    return type(exc).__name__, describe(exc)
 
 
-@function_tool
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
+def status_of(exc: BaseException | None) -> str:
+    return "success" if exc is None else "max_steps" if isinstance(exc, MaxTurnsExceeded) else "error"
 
 
-@function_tool
-def explode() -> str:
-    """Always fails."""
-    raise RuntimeError("kaboom")
-
-
-def text_only() -> tuple[Agent, dict]:
-    model = ScriptedModel([ModelStep(output=[assistant_message("hello")], usage=used(5, 1))])
-    return Agent(name="greeter", model=model), {}
-
-
-def tool_then_text() -> tuple[Agent, dict]:
-    model = ScriptedModel(
-        [
-            ModelStep(output=[function_call("multiply", {"a": 6, "b": 7}, call_id="m1")], usage=used(20, 4)),
-            ModelStep(output=[assistant_message("42")], usage=used(30, 2)),
-        ]
-    )
-    return Agent(name="calc", model=model, tools=[multiply]), {}
-
-
-def handoff_chain() -> tuple[Agent, dict]:
-    specialist = Agent(
-        name="specialist",
-        model=ScriptedModel([ModelStep(output=[assistant_message("done")], usage=used(9, 1))]),
-    )
-    model = ScriptedModel(
-        [ModelStep(output=[function_call("transfer_to_specialist", {}, call_id="h1")], usage=used(8, 2))]
-    )
-    return Agent(name="triage", model=model, handoffs=[specialist]), {}
-
-
-def structured_output() -> tuple[Agent, dict]:
-    model = ScriptedModel([ModelStep(output=[assistant_message('{"value": 7}')], usage=used(4, 3))])
-    return Agent(name="typed", model=model, output_type=Answer), {}
-
-
-def tool_error_is_observed() -> tuple[Agent, dict]:
-    model = ScriptedModel([[function_call("explode", {}, call_id="e1")], [assistant_message("it failed")]])
-    return Agent(name="unlucky", model=model, tools=[explode]), {}
-
-
-def max_turns() -> tuple[Agent, dict]:
-    model = ScriptedModel([[function_call("multiply", {"a": 1, "b": 1}, call_id=f"m{i}")] for i in range(4)])
-    return Agent(name="looper", model=model, tools=[multiply]), {"max_turns": 2}
-
-
-def model_error() -> tuple[Agent, dict]:
-    return Agent(name="broken", model=ScriptedModel([ModelStep.raise_error(ValueError("bad reply"))])), {}
-
-
-def guardrail_tripped() -> tuple[Agent, dict]:
-    @input_guardrail
-    def no_secrets(ctx, agent, text) -> GuardrailFunctionOutput:
-        return GuardrailFunctionOutput(output_info="secret", tripwire_triggered=True)
-
-    model = ScriptedModel([[assistant_message("never")]])
-    return Agent(name="guarded", model=model, input_guardrails=[no_secrets]), {}
-
-
-def with_context() -> tuple[Agent, dict]:
-    model = ScriptedModel(
-        [ModelStep.respond(lambda call: [assistant_message(f"saw {len(call.input)} items")])]
-    )
-    return Agent(name="ctx", model=model), {"context": {"user": "ada"}}
-
-
-SCENARIOS: dict[str, Callable[[], tuple[Agent, dict]]] = {
-    "text_only": text_only,
-    "tool_then_text": tool_then_text,
-    "handoff_chain": handoff_chain,
-    "structured_output": structured_output,
-    "tool_error_is_observed": tool_error_is_observed,
-    "max_turns": max_turns,
-    "model_error": model_error,
-    "guardrail_tripped": guardrail_tripped,
-    "with_context": with_context,
-}
-
-
-def plain(make: Callable[[], tuple[Agent, dict]]) -> tuple[object, tuple[int, int] | None, Exception | None]:
-    agent, options = make()
-
-    async def go():
-        result = Runner.run_streamed(agent, "a task", **options)
-        async for _ in result.stream_events():
-            pass
-        return result
-
-    try:
-        result = asyncio.run(go())
-    except Exception as exc:
-        return None, None, exc
+def plain_outcome(result: Any, exc: BaseException | None, rejected: set[str]) -> Outcome:
     usage = result.context_wrapper.usage
-    return result.final_output, (usage.input_tokens, usage.output_tokens), None
+    names = [
+        out.name
+        for response in result.raw_responses
+        for out in response.output
+        if out.type == "function_call"
+    ]
+    results = {}
+    for item in result.new_items:
+        if item.type == "tool_call_output_item" and item.raw_item["call_id"] not in rejected:
+            results[item.raw_item["call_id"]] = item.output
+    counts = (usage.requests, usage.input_tokens, usage.output_tokens)
+    return Outcome(
+        result.final_output, status_of(exc), error_of(exc), counts, names, results, result.last_agent.name
+    )
+
+
+async def run_plainly(case: Case, streamed: bool) -> tuple[Any, BaseException | None, set[str]]:
+    """``Runner.run_streamed`` (or ``Runner.run``), resumed through ``RunState`` while it pauses
+    for approval, deciding as ``case.decisions`` say."""
+    decisions = iter(case.decisions)
+    rejected: set[str] = set()
+    run_input = case.input
+    while True:
+        if streamed:
+            result = Runner.run_streamed(case.agent, run_input, **case.options)
+            try:
+                async for _ in result.stream_events():
+                    pass
+            except Exception as exc:
+                return result, exc, rejected
+        else:
+            try:
+                result = await Runner.run(case.agent, run_input, **case.options)
+            except Exception as exc:
+                return None, exc, rejected
+        if not result.interruptions:
+            return result, None, rejected
+        state = result.to_state()
+        for item in result.interruptions:
+            verdict, message = next(decisions)
+            if verdict == "approve":
+                state.approve(item)
+            else:
+                rejected.add(item.raw_item.call_id)
+                state.reject(item, rejection_message=message)
+        run_input = state
+
+
+def through_nbagent(case: Case, task: Any = None, reset: bool = True) -> RunRecord:
+    """``nbagent.start``, deciding each call shown in the approval panel as ``case.decisions`` say."""
+    run = nbagent.start(case.agent, case.input if task is None else task, reset=reset, **case.options)
+    decided: set[str] = set()
+    for verdict, message in case.decisions if task is None else ():
+
+        def waiting() -> list[Any]:
+            return [p for p in run.pending_approvals if p.call_id not in decided]
+
+        wait_until(lambda: waiting() or run.done())
+        if run.done():
+            break
+        pending = waiting()[0]
+        decided.add(pending.call_id)
+        assert run.approve(pending.call_id) if verdict == "approve" else run.deny(pending.call_id, message)
+    return run.wait(timeout=30)
+
+
+def nbagent_outcome(record: RunRecord, start: Agent) -> Outcome:
+    calls = [call for step in record.steps for call in step.tool_calls]
+    final_agent = start.name
+    for call in calls:
+        if is_handoff(call):
+            final_agent = str(call.result).removeprefix("handoff to ")
+    error = None if record.status == "success" else (record.error_type, record.error)
+    counts = (len(record.steps), record.input_tokens or 0, record.output_tokens or 0)
+    results = {c.call_id.split(":", 1)[1]: c.result for c in calls if c.status == "ok" and not is_handoff(c)}
+    return Outcome(record.output, record.status, error, counts, [c.tool for c in calls], results, final_agent)
+
+
+def is_handoff(call: Any) -> bool:
+    return call.status == "ok" and str(call.result).startswith("handoff to ")
+
+
+def model_of(case: Case) -> ScriptedModel:
+    config = case.options.get("run_config")
+    model = getattr(config, "model", None) or case.agent.model
+    assert isinstance(model, ScriptedModel)
+    return model
+
+
+def sent(model: ScriptedModel) -> str:
+    """What the model was sent last, comparable across runs."""
+    return json.dumps(
+        model.last_call and model.last_call.input,
+        default=lambda o: o.model_dump(exclude_unset=True) if hasattr(o, "model_dump") else repr(o),
+        sort_keys=True,
+    )
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_same_output_usage_and_error(name):
-    output, usage, error = plain(SCENARIOS[name])
-    agent, options = SCENARIOS[name]()
-    record = nbagent.run(agent, "a task", **options)
+def test_a_scenario_gives_what_the_sdk_gives(name):
+    plain_case = SCENARIOS[name]()
+    result, exc, rejected = asyncio.run(run_plainly(plain_case, streamed=True))
+    expected = plain_outcome(result, exc, rejected)
 
-    assert record.output == output
-    if error is None:
-        assert record.status == "success"
-        # nbagent leaves a turn without reported usage unknown; the SDK counts it as 0
-        assert (record.input_tokens or 0, record.output_tokens or 0) == usage
-    elif record.status == "max_steps":
-        assert record.error == f"MaxStepsReached: {error}"
-    else:
-        assert record.status == "error" and record.error_type == type(error).__name__
-        assert record.error == describe(error)
+    ours_case = SCENARIOS[name]()
+    record = through_nbagent(ours_case)
+    ours = nbagent_outcome(record, ours_case.agent)
+
+    assert (ours.output, ours.status, ours.error) == (expected.output, expected.status, expected.error)
+    requests, tokens_in, tokens_out = expected.usage
+    assert ours.usage == (requests - ours_case.requests_elsewhere, tokens_in, tokens_out)
+    assert ours.final_agent == expected.final_agent
+    failed = [c.tool for step in record.steps for c in step.tool_calls if c.status == "error"]
+    assert ours.calls == expected.calls or (exc is not None and ours.calls == expected.calls + failed)
+    assert ours.results == expected.results
+    assert {c.status for step in record.steps for c in step.tool_calls} <= {"ok", "denied", "error"}
+
+    # Runner.run (not streamed) ends the same way.
+    run_case = SCENARIOS[name]()
+    _, run_exc, _ = asyncio.run(run_plainly(run_case, streamed=False))
+    assert error_of(run_exc) == expected.error
+
+    # Continuing: nbagent's reset=False sends what to_input_list() plus the new input sends.
+    model_of(plain_case).enqueue([assistant_message("continued")])
+    again = Case(
+        plain_case.agent, [*result.to_input_list(), {"role": "user", "content": THEN}], plain_case.options
+    )
+    more, more_exc, _ = asyncio.run(run_plainly(again, streamed=True))
+    model_of(ours_case).enqueue([assistant_message("continued")])
+    continued = through_nbagent(ours_case, THEN, reset=False)
+    assert (continued.output, continued.status) == (more.final_output, status_of(more_exc))
+    assert sent(model_of(ours_case)) == sent(model_of(plain_case))
+
+
+def test_there_are_at_least_forty_scenarios():
+    assert len(SCENARIOS) >= 40
+
+
+def test_concurrent_runs_of_one_agent_each_give_the_sdks_answer():
+    async def slow_echo(call):
+        await asyncio.sleep(0.05)  # the runs overlap
+        return [assistant_message(f"echo {call.input[-1]['content']}")]
+
+    from agents.testing import ModelStep
+
+    model = ScriptedModel([ModelStep.respond(slow_echo) for _ in range(10)])
+    agent = Agent(name="echo", model=model)
+
+    async def all_at_once():
+        return await asyncio.gather(*(Runner.run(agent, f"task {i}") for i in range(5)))
+
+    plain = asyncio.run(all_at_once())
+    runs = [nbagent.start(agent, f"task {i}") for i in range(5)]
+    records = [run.wait(timeout=30) for run in runs]
+    assert [r.output for r in records] == [r.final_output for r in plain]
+    assert all(r.status == "success" for r in records)
+    # they ran side by side: none waited for another
+    assert all(r.queued_after is None and r.queued_s == 0.0 for r in records)
+
+
+def test_a_run_state_with_reset_false_is_refused_clearly():
+    case = SCENARIOS["resume_a_run_state"]()
+    nbagent.run(Agent(name="other", model=scripted(says("hi"))), "hi")
+    record = nbagent.run(case.agent, case.input, reset=False)
+    assert record.status == "error" and record.error_type == "TypeError"
+    assert "RunState carries its own history" in record.error
+
+
+def test_a_task_of_another_type_is_refused_at_start():
+    with pytest.raises(TypeError, match="a str, a list of input items or a RunState, not int"):
+        nbagent.start(Agent(name="x", model=scripted(says("hi"))), 42)
+
+
+def test_every_run_streamed_keyword_is_accepted():
+    from nbagent.adapters.openai_agents import run_keywords
+
+    assert {"error_handlers", "auto_previous_response_id", "max_turns", "session"} <= set(run_keywords())
+    with pytest.raises(TypeError, match="error_handlers"):
+        nbagent.start(Agent(name="x", model=scripted(says("hi"))), "hi", max_steps=3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import wait_until
 
 pytest.importorskip("agents")
 
@@ -15,6 +16,7 @@ from agents import (
     ModelSettings,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
+    RunConfig,
     function_tool,
     set_tracing_disabled,
 )
@@ -75,7 +77,9 @@ def test_stop_mid_stream_drops_the_connection_and_the_run_can_go_on(api):
     with OpenAIServer([Stream("word " * 2000, tokens_per_s=100), Stream("Going on.")]) as server:
         agent = agent_on(server, api)
         run = nbagent.start(agent, "talk for long")
-        server.wait_until(lambda: server.requests and server.requests[0].tokens_sent >= 3)
+        # Mid-stream is when nbagent shows text, not when the server has sent some: a cold first
+        # run parses its first events a second or more after the server sent them.
+        wait_until(lambda: run.live_text(1).startswith("word word"))
         stopped = time.perf_counter()
         assert run.interrupt()
         record = run.wait(timeout=20)
@@ -90,3 +94,31 @@ def test_stop_mid_stream_drops_the_connection_and_the_run_can_go_on(api):
 
         more = nbagent.run(agent, "go on", reset=False)
         assert more.status == "success" and more.output == "Going on."
+
+
+def chat_agent(server: OpenAIServer, settings: ModelSettings | None = None) -> Agent:
+    model = OpenAIChatCompletionsModel(
+        "test-model", AsyncOpenAI(base_url=server.base_url, api_key="test-key")
+    )
+    return Agent(name="chat", model=model, model_settings=settings or ModelSettings())
+
+
+def test_a_chat_model_records_usage_without_include_usage_and_the_agent_is_untouched():
+    with OpenAIServer([Stream("Hi.", usage=(12, 3))]) as server:
+        agent = chat_agent(server)
+        record = nbagent.run(agent, "hello")
+        assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    assert record.status == "success" and record.output == "Hi."
+    assert (record.input_tokens, record.output_tokens, record.steps[0].usage_source) == (12, 3, "reported")
+    assert agent.model_settings.include_usage is None
+
+
+def test_include_usage_false_given_by_the_user_is_kept():
+    with OpenAIServer([Stream("Hi.", usage=(12, 3)), Stream("Hi again.", usage=(14, 3))]) as server:
+        record = nbagent.run(chat_agent(server, ModelSettings(include_usage=False)), "hello")
+        config = RunConfig(model_settings=ModelSettings(include_usage=False, temperature=0.5))
+        other = nbagent.run(chat_agent(server), "hello", run_config=config)
+        bodies = [request.body for request in server.requests]
+    assert [body["stream_options"] for body in bodies] == [{"include_usage": False}] * 2
+    assert bodies[1]["temperature"] == 0.5
+    assert record.input_tokens is None and other.input_tokens is None

@@ -504,7 +504,7 @@ def test_local_server_needs_no_key(server, monkeypatch):
 
 def test_missing_openai_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(ImportError, match=r"nbagent\[openai\]"):
+    with pytest.raises(ImportError, match=r"pip install '[\w-]+\[openai\]'"):
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
 
 

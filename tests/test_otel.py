@@ -100,7 +100,7 @@ def test_an_interrupted_run_marks_the_cut_step_and_leaves_unknown_usage_out(span
     record = end_states.interrupted_mid_stream()
     otel.export(record, spans.provider)
     root, [chat] = _tree(spans, record)
-    assert root.status.status_code == StatusCode.ERROR and "interrupted" in root.status.description
+    assert root.status.status_code == StatusCode.ERROR and root.status.description == "AgentInterrupted"
     assert root.attributes["nbagent.interrupted"] is True
     assert root.attributes["error.type"] == "AgentInterrupted"
     assert root.attributes["nbagent.stop_reason"] == "user"

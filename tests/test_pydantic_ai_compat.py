@@ -1,119 +1,46 @@
-"""Compatibility: scenarios in the style of pydantic-ai's own tests (its ``TestModel`` and
-``FunctionModel``), run plainly (``agent.run`` streaming) and through nbagent, give the same output,
-the same usage and the same error."""
+"""Compatibility: pydantic-ai agents behave under nbagent as they do under ``agent.run``.
+
+Every scenario of ``pydantic_ai_scenarios`` (in the style of pydantic-ai's own agent tests) runs
+plainly and through nbagent; both must give the same output, end state, error, usage (requests,
+input and output tokens), tool calls and history (the one a ``reset=False`` run continues).
+
+The plain run is what a user runs: ``agent.run`` with no ``event_stream_handler`` (unless the
+scenario gives one), which asks the model with ``model.request``. nbagent streams whenever the
+model can (the live view shows the text as it comes). Real providers report their usage, the same
+streamed or not; pydantic-ai's test models (``TestModel``, ``FunctionModel``) *estimate* it, and
+the estimate differs between the two paths. So, one documented difference: for a scenario nbagent
+streams, its tokens are compared with the same scenario run plainly through a handler (streamed),
+and everything else with the handler-less run, which also shows the estimate is the only thing
+the streamed and non-streamed paths differ in. A model that can only stream (a ``FunctionModel``
+with only a ``stream_function``) cannot run under a handler-less ``agent.run`` at all (it fails,
+as checked); its users run it through a handler, so that is its plain run.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry, UsageLimits
-from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+from pydantic_ai import capture_run_messages
+from pydantic_ai.exceptions import RunCancelled, UsageLimitExceeded
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai_scenarios import SCENARIOS, Case
 
 import nbagent
+from nbagent.adapters.pydantic_ai_records import (
+    chat_messages,
+    records_from_pydantic_ai,
+    tool_calls_of,
+    tool_outcome,
+    usage_of,
+)
+from nbagent.adapters.pydantic_ai_steps import can_stream
 from nbagent.errors import describe
-
-
-class Weather(BaseModel):
-    city: str
-    celsius: int
-
-
-def tools_all() -> tuple[Agent, dict]:
-    """TestModel calls every tool once with generated arguments, then answers with their results."""
-    agent = Agent(TestModel())
-
-    @agent.tool_plain
-    def double(x: int) -> int:
-        """Double x."""
-        return 2 * x
-
-    @agent.tool_plain
-    def shout(text: str) -> str:
-        """Upper-case a text."""
-        return text.upper()
-
-    return agent, {}
-
-
-def custom_text() -> tuple[Agent, dict]:
-    return Agent(TestModel(custom_output_text="custom answer")), {}
-
-
-def structured() -> tuple[Agent, dict]:
-    return Agent(TestModel(), output_type=Weather), {}
-
-
-def structured_custom_args() -> tuple[Agent, dict]:
-    return Agent(TestModel(custom_output_args={"city": "Oslo", "celsius": -3}), output_type=Weather), {}
-
-
-def output_retry() -> tuple[Agent, dict]:
-    """An output validator that asks the model to try again once."""
-
-    async def stream(messages, info):
-        tries = sum(1 for m in messages if m.kind == "response")
-        yield "draft" if tries == 0 else "final"
-
-    agent = Agent(FunctionModel(stream_function=stream))
-
-    @agent.output_validator
-    def no_drafts(output: str) -> str:
-        if output == "draft":
-            raise ModelRetry("not a draft, please")
-        return output
-
-    return agent, {}
-
-
-def tool_raises() -> tuple[Agent, dict]:
-    agent = Agent(TestModel())
-
-    @agent.tool_plain
-    def explode() -> str:
-        """Always fails."""
-        raise RuntimeError("kaboom")
-
-    return agent, {}
-
-
-def request_limit() -> tuple[Agent, dict]:
-    async def loop(messages, info):
-        yield {0: DeltaToolCall(name="noop", json_args="{}", tool_call_id=f"n{len(messages)}")}
-
-    agent = Agent(FunctionModel(stream_function=loop))
-
-    @agent.tool_plain
-    def noop() -> str:
-        """Does nothing."""
-        return "ok"
-
-    return agent, {"usage_limits": UsageLimits(request_limit=2)}
-
-
-def deps_and_settings() -> tuple[Agent, dict]:
-    async def stream(messages, info):
-        yield f"temperature {info.model_settings['temperature']}"
-
-    return Agent(FunctionModel(stream_function=stream)), {"model_settings": {"temperature": 0.5}}
-
-
-SCENARIOS: dict[str, Callable[[], tuple[Agent, dict]]] = {
-    "tools_all": tools_all,
-    "custom_text": custom_text,
-    "structured": structured,
-    "structured_custom_args": structured_custom_args,
-    "output_retry": output_retry,
-    "tool_raises": tool_raises,
-    "request_limit": request_limit,
-    "deps_and_settings": deps_and_settings,
-}
 
 
 async def drain(ctx, events) -> None:
@@ -121,30 +48,175 @@ async def drain(ctx, events) -> None:
         pass
 
 
-def plain(make: Callable[[], tuple[Agent, dict]]) -> tuple[object, tuple[int, int] | None, Exception | None]:
-    agent, options = make()
-    try:
-        result = asyncio.run(agent.run("a task", event_stream_handler=drain, **options))
-    except Exception as exc:
-        return None, None, exc
-    usage = result.usage
-    return result.output, (usage.input_tokens, usage.output_tokens), None
+def model_of(case: Case) -> Any:
+    return case.options.get("model") or case.agent.model
+
+
+def nbagent_streams(case: Case) -> bool:
+    """nbagent streams the run where a handler-less ``agent.run`` would not: no handler of the
+    run's or the agent's own, and a model that can stream."""
+    handler = case.options.get("event_stream_handler") or case.agent.event_stream_handler
+    return handler is None and can_stream(model_of(case))
+
+
+def stream_only(case: Case) -> bool:
+    model = model_of(case)
+    return isinstance(model, FunctionModel) and model.function is None
+
+
+class Plain:
+    """What ``agent.run`` gave (through ``handler`` if one is given): its result or error, and the
+    messages of the run."""
+
+    def __init__(self, case: Case, handler: Any = None) -> None:
+        options = dict(case.options)
+        if handler is not None:
+            options["event_stream_handler"] = handler
+        carried = options.get("usage")
+        self.carried = (carried.input_tokens, carried.output_tokens) if carried else (0, 0)
+        self.resumes = case.resumes
+        self.result: Any = None
+        self.error: BaseException | None = None
+        with capture_run_messages() as messages:
+            try:
+                self.result = asyncio.run(case.agent.run(case.task, **options))
+            except Exception as exc:
+                self.error = exc
+        self.messages = self.result.all_messages() if self.result is not None else messages
+        self.responses = [m for m in self.messages if m.kind == "response" and m.run_id == self.run_id]
+
+    @property
+    def run_id(self) -> str:
+        return self.messages[-1].run_id
+
+    def tokens(self) -> tuple[int, int]:
+        """This run's tokens: the result's usage (what tools added included), less what it carried in."""
+        if self.result is not None:
+            usage = self.result.usage
+            return usage.input_tokens - self.carried[0], usage.output_tokens - self.carried[1]
+        counts = [usage_of(r.usage) for r in self.responses]
+        return sum(i or 0 for i, _ in counts), sum(o or 0 for _, o in counts)
+
+    def tool_calls(self) -> list[tuple[str, str]]:
+        """The run's calls: those it started with (a resumed run), then its own responses' calls."""
+        record = records_from_pydantic_ai(self.result if self.result is not None else self.messages)[-1]
+        return self._resumed_calls() + [(c.tool, c.status) for c in record.tool_calls]
+
+    def _resumed_calls(self) -> list[tuple[str, str]]:
+        if not self.resumes:
+            return []
+        first = next(i for i, m in enumerate(self.messages) if m.run_id == self.run_id)
+        history_response, answers = self.messages[first - 1], self.messages[first]
+        returns = {p.tool_call_id: p for p in answers.parts if hasattr(p, "tool_call_id")}
+        calls = [c for c in tool_calls_of(history_response) if c.tool_call_id in returns]
+        return [(c.tool_name, tool_outcome(returns[c.tool_call_id])[0]) for c in calls]
+
+
+def same_chat(ours: list[dict] | None, theirs: list[dict]) -> None:
+    """The same conversation, tool call ids aside (a retried call gets a random one)."""
+
+    def strip(chat):
+        return [{k: v for k, v in m.items() if k not in ("tool_call_id", "tool_calls")} for m in chat or []]
+
+    assert strip(ours) == strip(theirs)
+    assert [[c["name"] for c in m.get("tool_calls", ())] for m in ours or []] == [
+        [c["name"] for c in m.get("tool_calls", ())] for m in theirs
+    ]
+
+
+def check_same_end(record, plain: Plain) -> None:
+    error = plain.error
+    if error is None:
+        assert record.status == "success", record.error
+        assert record.output == plain.result.output
+    elif isinstance(error, UsageLimitExceeded) and "request_limit" in str(error):
+        assert (record.status, record.error) == ("max_steps", f"MaxStepsReached: {error}")
+    elif isinstance(error, UsageLimitExceeded):
+        assert (record.status, record.error) == ("limit", describe(error))
+    elif isinstance(error, RunCancelled):
+        assert (record.status, record.stop_reason, record.error) == ("interrupted", "agent", None)
+    else:
+        assert record.status == "error" and record.error_type == type(error).__name__
+        assert record.error == describe(error)
+
+
+def check_same_run(record, plain: Plain, name: str) -> None:
+    """Everything but the tokens: end state, output, error, steps, tool calls, history."""
+    check_same_end(record, plain)
+    # one step per model request; a request that failed is a step too (its error in it); the
+    # calls a resumed run starts with are a step of their own
+    failed = record.status == "error" and record.steps and record.steps[-1].model_ended_at is None
+    # (a failed streamed request leaves an empty, "interrupted" response in pydantic-ai's messages)
+    cut = bool(plain.responses) and plain.responses[-1].state == "interrupted"
+    assert len(record.steps) == len(plain.responses) + (failed and not cut) + plain.resumes
+    if plain.result is not None and not SCENARIOS[name]().tool_usage:
+        requests = plain.result.usage.requests - (1 if name == "carried_usage" else 0)
+        assert len(record.steps) == requests + plain.resumes
+    ours = [(c.tool, c.status) for c in record.tool_calls]
+    theirs = plain.tool_calls()
+    assert [t for t, _ in ours] == [t for t, _ in theirs]
+    if plain.error is None or isinstance(plain.error, UsageLimitExceeded):
+        assert ours == theirs  # refused calls included ("cancelled"), handed-back ones ("deferred")
+    same_chat(record.messages, chat_messages(plain.messages))
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_same_output_usage_and_error(name):
-    output, usage, error = plain(SCENARIOS[name])
-    agent, options = SCENARIOS[name]()
-    record = nbagent.run(agent, "a task", **options)
+def test_same_output_end_usage_calls_and_history(name):
+    bare = Plain(SCENARIOS[name]())
+    streamed = Plain(SCENARIOS[name](), drain) if nbagent_streams(SCENARIOS[name]()) else None
+    case = SCENARIOS[name]()
+    record = nbagent.run(case.agent, case.task, display=False, **case.options)
+    tokens = (record.input_tokens or 0, record.output_tokens or 0)
 
-    assert record.output == output
-    if error is None:
-        assert record.status == "success"
-        assert (record.input_tokens, record.output_tokens) == usage
-    else:
-        # the same error: its message (a request limit is nbagent's "max_steps", under that name)
-        if record.status == "max_steps":
-            assert record.error == f"MaxStepsReached: {error}"
-        else:
-            assert record.status == "error" and record.error_type == type(error).__name__
-            assert record.error == describe(error)
+    if stream_only(case):  # a handler-less agent.run cannot run it: the plain run streams
+        assert isinstance(bare.error, AssertionError) and "must receive a `function`" in str(bare.error)
+        check_same_run(record, streamed, name)
+        assert tokens == streamed.tokens()
+        return
+    check_same_run(record, bare, name)  # the streamed path differs from agent.run's in nothing else
+    if streamed is None:
+        assert tokens == bare.tokens()
+        return
+    assert tokens == streamed.tokens()
+    if tokens != bare.tokens():  # only a test model's estimate may differ streamed vs not
+        assert isinstance(model_of(case), (TestModel, FunctionModel))
+        assert record.usage_source if hasattr(record, "usage_source") else True
+
+
+CONTINUED = [
+    "tools_all",
+    "structured",
+    "stream_tool_then_text",
+    "plain_tool_then_text",
+    "stream_output_retry",
+    "deferred_approved_resumed",
+]
+
+
+@pytest.mark.parametrize("name", CONTINUED)
+def test_reset_false_continues_as_message_history_would(name):
+    plain = Plain(SCENARIOS[name](), drain if stream_only(SCENARIOS[name]()) else None)
+    then = asyncio.run(_continue(SCENARIOS[name](), plain))
+
+    case = SCENARIOS[name]()
+    nbagent.run(case.agent, case.task, display=False, **case.options)
+    record = nbagent.run(case.agent, "and then?", display=False, reset=False, **_first_only(case.options))
+
+    assert record.status == "success" and record.output == then.output
+    same_chat(record.messages, chat_messages(then.all_messages()))
+
+
+def _first_only(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a continuing run keeps: a history and deferred results belong to the first run."""
+    return {k: v for k, v in options.items() if k not in ("message_history", "deferred_tool_results")}
+
+
+async def _continue(case: Case, plain: Plain) -> Any:
+    options = _first_only(case.options)
+    if stream_only(case):
+        options["event_stream_handler"] = drain
+    return await case.agent.run("and then?", message_history=plain.result.all_messages(), **options)
+
+
+def test_the_suite_has_at_least_forty_scenarios():
+    assert len(SCENARIOS) >= 40

@@ -811,7 +811,7 @@ def test_a_console_capture_around_the_run_gets_smolagents_output(fakes, capfd, s
 
 def test_records_from_smolagents_names_the_extra_when_smolagents_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "smolagents", None)
-    with pytest.raises(ImportError, match=r"nbagent\[smolagents\]"):
+    with pytest.raises(ImportError, match=r"pip install '[\w-]+\[smolagents\]'"):
         adapter.records_from_smolagents(object())
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Literal
 
 import pytest
-from conftest import fast_model
+from conftest import fast_model, wait_until
 
 import nbagent
 from nbagent.models import ToolCall
+from nbagent.runtime.cancel import current_scope
 from nbagent.tools import parse_docstring
 
 
@@ -117,3 +120,78 @@ def test_scripted_model_running_out_is_a_clear_error():
     record = nbagent.run(nbagent.Agent(fast_model([])), "task")
     assert record.status == "error"
     assert "ScriptedModel has no turn 1" in record.error
+
+
+def test_an_approved_sync_tool_that_returns_within_the_stop_grace_is_recorded_ok_with_its_result():
+    """The email went out as the run was stopped: the record and the memory must say it did."""
+    sent: list[str] = []
+    entered = threading.Event()
+
+    @nbagent.tool(requires_approval=True)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        entered.set()
+        current_scope.get().wait(30)  # the Stop arrives while the email is being sent...
+        time.sleep(0.01)  # ...and the sending ends a moment later, well inside the grace
+        sent.append(to)
+        return f"sent to {to}"
+
+    send_email.grace_s = 5.0  # a generous grace, so a busy machine cannot turn it into "abandoned"
+    model = fast_model([[ToolCall("send_email", {"to": "boss"}, id="mail-1")], "unused"])
+    agent = nbagent.Agent(model, tools=[send_email])
+    run = nbagent.start(agent, "mail the boss")
+    wait_until(lambda: run.pending_approvals)
+    assert run.approve("mail-1")
+    assert entered.wait(20)
+    run.interrupt()
+    record = run.wait()
+    assert record.status == "interrupted" and sent == ["boss"]
+    (call,) = record.tool_calls
+    assert (call.status, call.result, call.error, call.approval) == ("ok", "sent to boss", None, "approved")
+    assert observations(agent) == ["sent to boss"]  # a continued run knows the email was sent
+    assert model.calls == 1  # the run stopped after the tool: no further model turn
+
+
+@nbagent.tool
+async def finishes_anyway() -> str:
+    """Swallows its cancel and returns its result."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        return "done all the same"
+    return "late"
+
+
+def test_an_async_tool_that_returns_after_its_cancel_is_recorded_ok_with_its_result():
+    agent = nbagent.Agent(
+        fast_model([[ToolCall("finishes_anyway", id="t-1")], "unused"]), tools=[finishes_anyway]
+    )
+    run = nbagent.start(agent, "task")
+    wait_until(lambda: run.record.tool_calls)
+    run.interrupt()
+    record = run.wait()
+    (call,) = record.tool_calls
+    assert record.status == "interrupted"
+    assert (call.status, call.result) == ("ok", "done all the same")
+    assert observations(agent) == ["done all the same"]
+
+
+def test_a_sync_tool_still_running_when_the_grace_ends_is_abandoned():
+    release = threading.Event()
+
+    @nbagent.tool
+    def stubborn() -> str:
+        """Ignores the Stop."""
+        release.wait(30)
+        return "late"
+
+    agent = nbagent.Agent(fast_model([[ToolCall("stubborn", id="s-1")], "unused"]), tools=[stubborn])
+    run = nbagent.start(agent, "task")
+    wait_until(lambda: run.record.tool_calls)
+    run.interrupt()
+    record = run.wait()
+    release.set()
+    (call,) = record.tool_calls
+    assert record.status == "interrupted"
+    assert (call.status, call.result) == ("abandoned", None)
+    assert observations(agent) == [nbagent.agent.INTERRUPTED_TOOL_RESULT]

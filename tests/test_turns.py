@@ -120,3 +120,70 @@ def test_a_run_behind_a_stopped_queued_run_never_overtakes_the_live_one():
     source.gate("third").set()
     assert third.wait(timeout=20).status == "success"
     assert source.driving == ["first", "third"]
+
+
+def test_a_queued_continued_run_gets_the_history_of_the_run_it_continues():
+    source = GatedSource(takes_turns=False)
+    first = nbagent.start(source, "A")
+    wait_until(lambda: source.driving == ["A"])
+    follow = nbagent.start(source, "B", reset=False)
+    wait_until(lambda: follow.record.queued_after == first.run_id)
+    other = nbagent.start(source, "C")  # a quick unrelated question, asked meanwhile
+    wait_until(lambda: "C" in source.driving)
+    source.gate("C").set()
+    other.wait(timeout=20)
+    source.gate("A").set()
+    source.gate("B").set()
+    assert follow.wait(timeout=20).status == "success"
+    assert source.continued["B"] == ["A"]
+
+
+def test_a_run_continuing_one_stopped_while_queued_gets_the_history_that_one_waited_for():
+    source = GatedSource(takes_turns=False)
+    first = nbagent.start(source, "A")
+    wait_until(lambda: source.driving == ["A"])
+    queued = nbagent.start(source, "B", reset=False)
+    wait_until(lambda: queued.record.queued_after == first.run_id)
+    queued.interrupt()
+    queued.wait(timeout=20)
+    source.gate("A").set()
+    first.wait(timeout=20)
+    source.gate("C").set()
+    record = nbagent.run(source, "C", reset=False)
+    assert record.continues_run_id == queued.run_id and queued.record.continues_run_id == first.run_id
+    assert source.continued["C"] == ["A"]
+
+
+def test_a_run_joining_behind_a_stopped_queued_run_names_the_live_run_it_waits_for():
+    source = GatedSource(takes_turns=True)
+    first = nbagent.start(source, "first")
+    wait_until(lambda: source.driving == ["first"])
+    second = nbagent.start(source, "second")
+    wait_until(lambda: second.record.queued_after == first.run_id)
+    second.interrupt()
+    second.wait(timeout=20)
+    third = nbagent.start(source, "third")
+    wait_until(lambda: third.record.queued_after is not None)
+    assert third.record.queued_after == first.run_id
+    source.gate("first").set()
+    source.gate("third").set()
+    assert third.wait(timeout=20).status == "success"
+
+
+def test_runs_passed_as_a_source_wrapping_the_agent_share_its_line():
+    class Wrapper(GatedSource):
+        def __init__(self, agent: GatedSource) -> None:
+            self.agent = agent
+            self.takes_turns = agent.takes_turns
+
+        async def drive(self, task: str, ctx: RunContext, reset: bool = True) -> Any:
+            return await self.agent.drive(task, ctx, reset)
+
+    agent = GatedSource(takes_turns=True)
+    first = nbagent.start(Wrapper(agent), "one")
+    wait_until(lambda: agent.driving == ["one"])
+    second = nbagent.start(Wrapper(agent), "two")
+    wait_until(lambda: second.record.queued_after == first.run_id)
+    agent.gate("one").set()
+    agent.gate("two").set()
+    assert second.wait(timeout=20).status == "success"

@@ -30,6 +30,10 @@ def source_for(agent: Any) -> Any | None:
         return pydantic_ai.PydanticAISource(agent)
     if openai_agents.is_openai_agents_agent(agent):
         return openai_agents.OpenAIAgentsSource(agent)
+    from nbagent.adapters import langgraph
+
+    if langgraph.is_langgraph_graph(agent):
+        return langgraph.LangGraphSource(agent)
     return None
 
 
@@ -38,7 +42,7 @@ def require(module: str, extra: str, framework: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{framework} is not installed: pip install 'nbagent[{extra}]'") from exc
+        raise ImportError(f"{framework} is not installed: pip install 'nbagent-jupyter[{extra}]'") from exc
 
 
 def reported_usage(usage: Any) -> tuple[int | None, int | None]:

@@ -84,7 +84,7 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
     first_agent = first_agent or getattr(result, "last_agent", None)
     record = RunRecord(
         run_id=safe_text((getattr(result, "trace", None) and result.trace.trace_id) or id(result)),
-        task=safe_text(result.input if isinstance(result.input, str) else _last_user_text(result.input)),
+        task=safe_text(result.input if isinstance(result.input, str) else last_user_text(result.input)),
         agent=safe_text(getattr(first_agent, "name", None) or "openai-agents"),
         model=model_name(first_agent),
         started_at=started,
@@ -128,11 +128,15 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
     return [record]
 
 
-def _last_user_text(items: Any) -> str:
+def last_user_text(items: Any) -> str:
+    """The text of the last user message in a list of input items ("" if there is none)."""
     for item in reversed(list(items or [])):
         if raw_field(item, "role") == "user":
             content = raw_field(item, "content")
-            return content if isinstance(content, str) else safe_text(content)
+            if isinstance(content, str):
+                return content
+            texts = [raw_field(part, "text") for part in content or []]
+            return safe_text(" ".join(t for t in texts if isinstance(t, str)))
     return ""
 
 

@@ -12,8 +12,8 @@ How a Stop lands. pydantic-ai is async and reacts to the cancellation of the tas
 it: ``interrupt("now")`` cancels the run's task (``nbagent.runtime.cancel``), which tears the model
 stream down (an HTTP model drops its connection) and cancels the tools in flight; pydantic-ai
 then writes what was done into the run's messages (the cut reply marked ``interrupted``). The
-record keeps every finished step and, for the cut request, the usage its stream had reported, if
-any (pydantic-ai's own ``RunCancelled`` keeps only the finished requests'). pydantic-ai has no
+record keeps every finished step; the cut request's usage is unknown (NA), as pydantic-ai's own
+``RunCancelled`` keeps only the finished requests' usage. pydantic-ai has no
 "after this step" mode, so ``interrupt("after_step")`` is a check before each model request: the
 step in progress, tools included, finishes and the next request is never made.
 
@@ -21,12 +21,27 @@ Memory. pydantic-ai agents are stateless; nbagent keeps the messages each run en
 the agent (``nbagent.runtime.turns``), so ``reset=False`` passes them as the next run's
 ``message_history`` (pydantic-ai closes a cut tool call itself). An explicit ``message_history``
 wins. Fresh runs of one agent run at once, side by side; a continued run waits (reported as
-queued) for the run it continues.
+queued) for the run it continues. A run that ended at its request limit keeps the tool returns it
+had gathered, so it can be continued.
+
+What a run takes. ``nbagent.start(agent, task, **options)`` takes every keyword the installed
+pydantic-ai's ``agent.run`` takes (read from its signature), and passes them on unchanged; the task
+may be a ``str``, a sequence of user content (text, ``ImageUrl``, ``BinaryContent``...), or ``None``
+(with ``message_history`` or ``deferred_tool_results``). An ``event_stream_handler`` (the run's or
+the agent's own) gets every event, as under ``agent.run``; a model that cannot stream is asked with
+``model.request``, as ``agent.run`` asks it (``nbagent.adapters.pydantic_ai_steps``).
 
 End states. A ``UsageLimits(request_limit=...)`` reached is ``"max_steps"``; any other limit of
 ``usage_limits`` crossed is ``"limit"``, its ``stop_reason`` the field's name (``total_tokens_limit``)
 and its error pydantic-ai's message; a tool that raised, or a model error, is ``"error"`` with
-pydantic-ai's own message (a model API error as ``ModelError``).
+pydantic-ai's own message (a model API error as ``ModelError``). A run the agent's own code
+cancels (``ctx.cancel()`` in a tool, the run's ``cancellation_token``) is ``"interrupted"`` with
+``stop_reason="agent"``.
+
+Approvals. Deferred calls that need approval (``requires_approval=True``, ``ApprovalRequired``)
+show in nbagent's approval panel and the run goes on with the decisions, in the same run. nbagent's
+``approve=`` policy maps onto the same path: the run's toolset is wrapped for that run only in
+pydantic-ai's ``ApprovalRequiredToolset``.
 
 Model and cost. A run given ``model=`` uses that model: the record's ``model`` and a
 ``Limits(max_cost_usd=...)`` budget take its name and price (``model_name_for``), not the agent's.
@@ -42,26 +57,25 @@ own ``UsageLimits(tool_calls_limit=...)`` also refuses a step's calls all togeth
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.pydantic_ai_records import (
     agent_name,
     chat_messages,
+    content_text,
     model_name,
     records_from_pydantic_ai,
     require_pydantic_ai,
-    response_text,
-    tool_outcome,
-    usage_of,
 )
+from nbagent.adapters.pydantic_ai_steps import Steps
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 
 __all__ = ["PydanticAISource", "is_pydantic_ai_agent", "records_from_pydantic_ai"]
-
-"""The messages each agent's last nbagent run ended with (for ``reset=False``)."""
 
 
 def is_pydantic_ai_agent(obj: Any) -> bool:
@@ -69,95 +83,22 @@ def is_pydantic_ai_agent(obj: Any) -> bool:
     return instance_of(obj, "pydantic_ai.agent", "AbstractAgent")
 
 
-class _Step:
-    """What nbagent reports of one pydantic-ai run, as its nodes run. On the runner's loop."""
+@functools.cache
+def run_keywords() -> tuple[str, ...]:
+    """The keywords the installed pydantic-ai's ``agent.run`` takes (``agent.iter``'s and
+    ``event_stream_handler``)."""
+    from pydantic_ai.agent import AbstractAgent
 
-    def __init__(self, ctx: RunContext, limits: Any) -> None:
-        self.ctx = ctx
-        self.limits = limits
-        self.response: Any = None
-        self.function_calls = 0
-        self.open_calls: dict[str, str] = {}
-        """pydantic-ai tool call id -> nbagent call id, for calls still running."""
+    parameters = inspect.signature(AbstractAgent.run).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
 
-    async def request(self, node: Any, run: Any) -> None:
-        """One model request: a new step whose text streams in; usage once the stream ends (or is cut)."""
-        if self.limits is not None:  # a request the limits forbid is never a step (pydantic-ai's own check)
-            self.limits.check_before_request(run.usage)
-        self.ctx.start_step("action")
-        self.response, self.function_calls = None, 0
-        stream = None
-        try:
-            async with node.stream(run.ctx) as stream:
-                async for event in stream:
-                    self._text_of(event)
-        except BaseException:
-            partial = getattr(stream, "response", None) if stream is not None else None
-            if partial is not None:
-                tokens_in, tokens_out = usage_of(partial.usage)
-                if tokens_in is not None:  # the cut stream had reported usage: keep it
-                    self.ctx.usage(tokens_in, tokens_out, "reported")
-            raise
-        self.response = stream.response
-        self.ctx.model_ended()
-        tokens_in, tokens_out = usage_of(self.response.usage)
-        self.ctx.usage(tokens_in, tokens_out, "unknown" if tokens_in is None else "reported")
 
-    def _text_of(self, event: Any) -> None:
-        kind = getattr(event, "event_kind", None)
-        text = None
-        if kind == "part_start" and getattr(event.part, "part_kind", None) == "text":
-            text = event.part.content
-        elif kind == "part_delta" and getattr(event.delta, "part_delta_kind", None) == "text":
-            text = event.delta.content_delta
-        if text:
-            self.ctx.text(text)
-
-    async def tools(self, node: Any, run: Any) -> None:
-        """The tool calls answering the step's request; then the step ends."""
-        try:
-            async with node.stream(run.ctx) as events:
-                async for event in events:
-                    self._tool_event(event)
-                    if self.ctx.scope.interrupted:  # e.g. max_tool_calls tripped by this call: stop
-                        self._not_run()  # before pydantic-ai runs any announced call
-                        raise asyncio.CancelledError()
-        except Exception as exc:  # a tool that raised ends the run: its call says so
-            for call_id in list(self.open_calls.values()):
-                self.ctx.tool_finished(call_id, "error", error=describe(exc))
-            self.open_calls.clear()
-            raise
-        self.finish()
-
-    def _not_run(self) -> None:
-        """The calls announced but not begun when the run stopped: cancelled."""
-        for call_id in self.open_calls.values():
-            self.ctx.tool_finished(call_id, "cancelled", error="interrupted")
-        self.open_calls.clear()
-
-    def _tool_event(self, event: Any) -> None:
-        kind = getattr(event, "event_kind", None)
-        if kind in ("function_tool_call", "output_tool_call"):
-            part = event.part
-            call_id = f"{self.ctx.step}:{part.tool_call_id}"
-            self.open_calls[part.tool_call_id] = call_id
-            if kind == "function_tool_call":
-                self.function_calls += 1
-            self.ctx.tool_started(call_id, part.tool_name, part.args_as_dict())
-        elif kind in ("function_tool_result", "output_tool_result"):
-            part = event.part
-            call_id = self.open_calls.pop(part.tool_call_id, None)
-            if call_id is None:
-                return
-            status, result, error = tool_outcome(part)
-            self.ctx.tool_finished(call_id, status, result, error)
-
-    def finish(self) -> None:
-        if self.response is None:
-            return
-        kind = "action" if self.function_calls else "final"
-        self.ctx.finish_step(model_output=response_text(self.response), kind=kind)
-        self.response = None
+def _drive_signature() -> inspect.Signature:
+    """``drive``'s signature as ``check_options`` reads it: one keyword-only option per run keyword,
+    so an option pydantic-ai does not take is refused when the run starts, naming those it takes."""
+    head = list(inspect.signature(PydanticAISource.drive).parameters.values())[:4]
+    options = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in run_keywords()]
+    return inspect.Signature(head + options)
 
 
 class PydanticAISource:
@@ -165,6 +106,8 @@ class PydanticAISource:
 
     takes_turns = False
     """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
+    supports_approvals = True
+    """``approve=`` holds calls in the approval panel (through pydantic-ai's deferred tools)."""
 
     def __init__(self, agent: Any) -> None:
         require_pydantic_ai()
@@ -172,6 +115,8 @@ class PydanticAISource:
             raise TypeError(f"not a pydantic-ai agent: {type(agent).__name__}")
         self.agent = agent
         self.name = agent_name(agent)
+        if "__signature__" not in vars(PydanticAISource.drive):
+            PydanticAISource.drive.__signature__ = _drive_signature()  # type: ignore[attr-defined]
 
     @property
     def model_name(self) -> str:
@@ -183,60 +128,74 @@ class PydanticAISource:
         model = options.get("model")
         return self.model_name if model is None else model_name(model)
 
+    def task_text(self, task: Any) -> str:
+        """The task as the record shows it; pydantic-ai takes a ``str``, a sequence of user content
+        (text, images, documents...), or ``None`` (with ``message_history``)."""
+        if task is None or isinstance(task, str):
+            return task or ""
+        if isinstance(task, Sequence) and not isinstance(task, (bytes, bytearray)):
+            return content_text(task)
+        raise TypeError(
+            "a pydantic-ai task is a str or a sequence of user content (text, ImageUrl, BinaryContent...), "
+            f"not {type(task).__name__}"
+        )
+
     def __repr__(self) -> str:
         return f"PydanticAISource({self.name}, model={self.model_name!r})"
 
-    async def drive(
-        self,
-        task: str,
-        ctx: RunContext,
-        reset: bool = True,
-        *,
-        deps: Any = None,
-        message_history: list[Any] | None = None,
-        model_settings: Any = None,
-        usage_limits: Any = None,
-        model: Any = None,
-        output_type: Any = None,
-        instructions: Any = None,
-        toolsets: Any = None,
-        metadata: Any = None,
-    ) -> Any:
+    async def drive(self, task: Any, ctx: RunContext, reset: bool = True, **options: Any) -> Any:
         """Run ``task`` with ``agent.iter``, reporting through ``ctx``; returns the run's output.
 
-        The keywords are ``agent.iter``'s own and pass through unchanged.
+        ``options`` are ``agent.run``'s own keywords (``run_keywords``) and pass through unchanged.
         """
-        given = {
-            "deps": deps, "model_settings": model_settings, "usage_limits": usage_limits, "model": model,
-            "output_type": output_type, "instructions": instructions, "toolsets": toolsets,
-            "metadata": metadata,
-        }  # fmt: skip
-        options = {name: value for name, value in given.items() if value is not None}
-        history = message_history
-        if history is None and not reset:
-            history = ctx.kept_history
-        return await self._run(task, ctx, history, options)
+        options = {name: value for name, value in options.items() if value is not None}
+        if options.get("message_history") is None and not reset:
+            options["message_history"] = ctx.kept_history
+        return await self._run(task, ctx, options)
 
-    async def _run(self, task: str, ctx: RunContext, history: Any, options: dict[str, Any]) -> Any:
+    def _capabilities(self, options: dict[str, Any], steps: Steps) -> list[Any]:
+        """The run's capabilities: the user's, then nbagent's approvals (asked last, so a handler of
+        the user's decides first)."""
+        from pydantic_ai.capabilities import HandleDeferredToolCalls
+
+        from nbagent.adapters.pydantic_ai_approvals import approval_policy
+
+        mine = [HandleDeferredToolCalls(handler=steps.decide)]
+        policy = approval_policy(steps.ctx.approvals)
+        if policy is not None:
+            mine.insert(0, policy)
+        return [*options.get("capabilities", ()), *mine]
+
+    async def _run(self, task: Any, ctx: RunContext, options: dict[str, Any]) -> Any:
         from pydantic_ai import Agent
-        from pydantic_ai.exceptions import ModelAPIError, UsageLimitExceeded
+        from pydantic_ai.exceptions import ModelAPIError, RunCancelled, UsageLimitExceeded
 
-        step = _Step(ctx, options.get("usage_limits"))
-        run = None
+        handler = options.pop("event_stream_handler", None) or getattr(
+            self.agent, "event_stream_handler", None
+        )
+        steps = Steps(ctx, options.get("usage_limits"), handler)
+        options["capabilities"] = self._capabilities(options, steps)
+        options.setdefault("infer_name", False)  # the agent's name stays as it is
+        run = pending = None
         try:
-            async with self.agent.iter(task, message_history=history, infer_name=False, **options) as run:
+            async with self.agent.iter(task, **options) as run:
+                steps.begin(run)
                 async for node in run:
                     if Agent.is_model_request_node(node):
-                        step.finish()  # a request that follows one without tools (an output retry)
+                        pending = node.request
+                        steps.finish()  # the previous step: its tools ran, or an output retry follows
                         if ctx.step and ctx.scope.stop_after_step:
                             raise AgentInterrupted("stopped after the step")
-                        await step.request(node, run)
+                        await steps.request(node, run)
                     elif Agent.is_call_tools_node(node):
-                        await step.tools(node, run)
-                step.finish()
+                        await steps.tools(node, run)
+                    elif Agent.is_end_node(node):
+                        steps.deferred(node.data.output)
+                        steps.finish(final=True)
+                steps.finish()
             return run.result.output if run.result is not None else None
         except UsageLimitExceeded as exc:
-            limits = options.get("usage_limits")
+            limits = steps.limits
             limit = getattr(limits, "request_limit", None)
             if run is not None and limit is not None and run.usage.requests >= limit:
                 raise MaxStepsReached(str(exc)) from exc
@@ -246,13 +205,25 @@ class PydanticAISource:
             # a budget crossed: the run ends "limit", the limit's name as its stop reason
             trip(_crossed(limits, run.usage if run is not None else None), describe(exc), mode="after_step")
             raise AgentInterrupted(describe(exc)) from exc
+        except RunCancelled as exc:  # the agent's own code cancelled its run (a Stop cancels the task)
+            raise AgentInterrupted(describe(exc)) from exc
         except ModelAPIError as exc:
-            raise ModelError(f"{self.model_name_for(options)}: {describe(exc)}") from exc
+            # (a FunctionModel's name ends in ":", "function:reply:")
+            raise ModelError(f"{self.model_name_for(options).rstrip(':')}: {describe(exc)}") from exc
         finally:
             if run is not None:
-                messages = run.all_messages()
+                messages = _continuable(run.all_messages(), pending)
                 ctx.keep_history(messages)
                 ctx.messages = chat_messages(messages)
+
+
+def _continuable(messages: list[Any], pending: Any) -> list[Any]:
+    """The run's messages, with its last request if pydantic-ai never sent it (a request limit
+    reached, a model that failed): its tool returns answer the model's last calls, so a continued
+    run can go on from there."""
+    if pending is not None and (not messages or messages[-1].kind == "response") and pending not in messages:
+        messages.append(pending)
+    return messages
 
 
 def _crossed(limits: Any, usage: Any) -> str:

@@ -51,11 +51,27 @@ def tool_calls_of(response: Any) -> list[Any]:
 
 
 def content_text(content: Any) -> str:
+    """User content as readable text: its text parts, and a placeholder for each other part
+    (``[image: https://...]``, ``[image/png: 2048 bytes]``)."""
     if isinstance(content, str):
         return content
     if isinstance(content, (list, tuple)):
-        return "".join(c if isinstance(c, str) else f"<{type(c).__name__}>" for c in content)
+        return " ".join(_part_text(c) for c in content)
     return safe_text(content)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    kind = getattr(part, "kind", None) or type(part).__name__
+    kind = kind.removesuffix("-url") if isinstance(kind, str) else type(part).__name__
+    url = getattr(part, "url", None)
+    if isinstance(url, str):
+        return f"[{kind}: {safe_text(url)}]"
+    data = getattr(part, "data", None)
+    if isinstance(data, (bytes, bytearray)):
+        return f"[{safe_text(getattr(part, 'media_type', kind))}: {len(data)} bytes]"
+    return f"[{safe_text(kind)}]"
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
@@ -119,6 +135,7 @@ def records_from_pydantic_ai(result_or_messages: Any) -> list[RunRecord]:
     (``result.all_messages()``, a stored history). The last run of a result ends ``"success"`` with
     its output; of a ``RunCancelled``, ``"interrupted"``; of a bare list, ``"success"`` when it ends
     in a reply without pending tool calls, else ``"interrupted"`` (a cut reply) or ``"error"``.
+    The calls a run's ``DeferredToolRequests`` output hands back to its caller are ``"deferred"``.
     """
     require_pydantic_ai()
     from pydantic_ai.exceptions import RunCancelled
@@ -171,6 +188,8 @@ def _record(run_id: Any, messages: list[Any], ending: tuple[str, Any] | None) ->
     def offset(at: datetime) -> float:
         return max(0.0, (at - started).total_seconds())
 
+    deferred = _deferred_ids(ending[1] if ending is not None else None)
+
     previous_at = started
     for i, message in enumerate(messages):
         if getattr(message, "kind", None) != "response":
@@ -180,9 +199,11 @@ def _record(run_id: Any, messages: list[Any], ending: tuple[str, Any] | None) ->
         answered_at = _utc(follow.timestamp) if follow is not None else _utc(message.timestamp)
         tokens_in, tokens_out = usage_of(message.usage)
         calls = tool_calls_of(message)
+        # as the live record says: the step that ended the run, or one without calls, is "final"
+        ends_run = message is responses[-1] and _ends_with_answer(responses, ending)
         step = StepRecord(
             number=len(record.steps) + 1,
-            kind="action" if calls else "final",
+            kind="final" if ends_run or not calls else "action",
             started_at=previous_at,
             start_s=offset(previous_at),
             ended_at=answered_at,
@@ -195,7 +216,10 @@ def _record(run_id: Any, messages: list[Any], ending: tuple[str, Any] | None) ->
         )
         answers = _answers(follow) if follow is not None else {}
         for call in calls:
-            step.tool_calls.append(_tool_call(call, answers.get(call.tool_call_id), message, offset))
+            call_record = _tool_call(call, answers.get(call.tool_call_id), message, offset)
+            if call_record.status == "cancelled" and call.tool_call_id in deferred:
+                call_record.status = "deferred"
+            step.tool_calls.append(call_record)
         record.steps.append(step)
     _set_end_state(record, responses, ending)
     return record
@@ -216,6 +240,23 @@ def _tool_call(call: Any, answer: Any, response: Any, offset: Any) -> ToolCallRe
     record.ended_at, record.end_s = end, offset(end)
     record.status, record.result, record.error = tool_outcome(answer)
     return record
+
+
+def _deferred_ids(output: Any) -> set[str]:
+    """The tool call ids a ``DeferredToolRequests`` output hands back to the run's caller."""
+    from pydantic_ai.tools import DeferredToolRequests
+
+    if not isinstance(output, DeferredToolRequests):
+        return set()
+    return {part.tool_call_id for part in [*output.calls, *output.approvals]}
+
+
+def _ends_with_answer(responses: list[Any], ending: tuple[str, Any] | None) -> bool:
+    """True when the run's last response gave its answer (the run succeeded)."""
+    if ending is not None:
+        return ending[0] == "success"
+    last = responses[-1]
+    return getattr(last, "state", "complete") != "interrupted" and not tool_calls_of(last)
 
 
 def _set_end_state(record: RunRecord, responses: list[Any], ending: tuple[str, Any] | None) -> None:

@@ -17,6 +17,10 @@ runs the agent: under nbagent, the run's worker thread. rich buffers output per 
   nbagent.run(agent, ...)``): the worker captures on the top agent's console and adds what it
   captured to the caller's capture as the run ends, before the run's record is handed out.
 
+A capture is ended with ``_take_capture``, not rich's ``end_capture``: in Jupyter, rich displays
+its (now empty) buffer each time the last capture of a thread ends, an empty ``<pre>`` that leaves
+a blank gap under the view, once per step and per call from code.
+
 The consoles, loggers and log levels stay as they are; the user's own threads print as usual.
 """
 
@@ -98,7 +102,7 @@ class RunConsole:
         self._placeholders.clear()
         for console in self._captured:
             with contextlib.suppress(Exception):
-                text = console.end_capture()
+                text = _take_capture(console)
                 if self._forward_to is not None and text:
                     from rich.segment import Segment
 
@@ -111,7 +115,7 @@ class RunConsole:
         if self.quiet:
             for console in self._captured:
                 with contextlib.suppress(Exception):
-                    console.end_capture()
+                    _take_capture(console)
                 console.begin_capture()
 
     @contextlib.contextmanager
@@ -127,7 +131,23 @@ class RunConsole:
         finally:
             for console in self._consoles:
                 with contextlib.suppress(Exception):
-                    console.end_capture()
+                    _take_capture(console)
+
+
+def _take_capture(console: Any) -> str:
+    """End this thread's innermost capture on ``console`` and return its text, writing nothing.
+
+    rich's ``end_capture`` hands the emptied buffer to ``_check_buffer`` once the last capture of
+    the thread ends, which in Jupyter displays an empty ``<pre>``. Here the buffer (rich keeps it
+    per thread) is rendered, emptied and the capture closed without that write."""
+    try:
+        with console._lock:
+            text = console._render_buffer(console._buffer)
+            del console._buffer[:]
+            console._buffer_index = max(0, console._buffer_index - 1)
+        return str(text)
+    except AttributeError:  # a console without rich's internals: its own end_capture will do
+        return str(console.end_capture())
 
 
 def _remove_live(console: Any, placeholder: _Placeholder) -> None:

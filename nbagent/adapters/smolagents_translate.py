@@ -13,7 +13,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent.adapters.smolagents_memory import error_of, model_name, text_of, usage_of
-from nbagent.adapters.smolagents_worker import ApprovalAsked, MaxStepsFinal, Nested, StepStarting
+from nbagent.adapters.smolagents_worker import ApprovalAsked, Held, MaxStepsFinal, Nested, StepStarting
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.guardrails.approvals import Decision
@@ -142,6 +142,9 @@ class Translator:
             self._nested(t, item)
         elif isinstance(item, ApprovalAsked):
             self._ask(item)
+        elif isinstance(item, Held):
+            self.apply(t, wall, item.call)
+            self._held(t, item)
         elif isinstance(item, PlanningStep):
             self._open(t)
             self.planned_for = self.actions + 1
@@ -170,6 +173,14 @@ class Translator:
         elif call_id in self.open_calls:
             self.open_calls.discard(call_id)
             self._emit(ev.ToolCallFinished, t, call_id, item.status, item.value, item.error)
+
+    def _held(self, t: float, item: Held) -> None:
+        """Calls a budget stopped before they ran: cancelled, not abandoned (nothing was running)."""
+        for ref in item.refs:
+            call_id = f"{self.ctx.step}:{ref}" if item.nested else self.calls.get(ref)
+            if call_id in self.open_calls:
+                self.open_calls.discard(call_id)
+                self._emit(ev.ToolCallFinished, t, call_id, "cancelled", None, f"not run: {item.reason}")
 
     def _ask(self, item: ApprovalAsked) -> None:
         """Report the call as waiting, and answer the worker once a person decided."""

@@ -15,6 +15,12 @@ runs): during a run it reports the call and runs the tool with the run's context
 for ``check_interrupt()``); after a Stop it refuses to run; with no nbagent run it just calls the
 tool. In code, ``isinstance(tool, Tool)`` still holds.
 
+Budgets and approvals hold a call on this thread, before it runs: the loop hears of a call only
+after the worker moved on, too late to hold a tool already running. Each call (a ``ToolCall``
+smolagents yields, which for a ``ToolCallingAgent`` comes before any call of its step runs, and
+each call from code) is first counted against ``max_tool_calls`` (``tool_call_allowed``): one
+over the budget stops the run before it starts. Then it waits for its approval, if it needs one.
+
 A Stop (``StopSwitch``, see ``smolagents_stop``) raises ``RunStopped`` in the worker. The stream is
 then let run to its end, never closed mid-step (smolagents #2703): smolagents' own ``finally``
 yields the cut ``ActionStep`` into memory, and the worker marks it interrupted so a continued run
@@ -38,6 +44,7 @@ from nbagent.adapters.smolagents_memory import interrupted_step_error
 from nbagent.adapters.smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
 from nbagent.errors import describe
 from nbagent.guardrails.approvals import Approvals, Decision, denial_observation
+from nbagent.guardrails.limits import tool_call_allowed
 from nbagent.runtime.cancel import CancelScope, current_scope
 
 
@@ -65,6 +72,18 @@ class MaxStepsFinal:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """``call`` (a smolagents ``ToolCall`` or a ``Nested`` start, not posted on its own) and the
+    calls ``refs`` were stopped before they ran by a tripped budget: ``refs`` are smolagents call
+    ids (``nested`` False) or ``Nested`` keys. One item, so the loop sees all of it or none."""
+
+    call: Any
+    refs: tuple[str, ...]
+    nested: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     error: BaseException | None
 
@@ -83,6 +102,10 @@ class ApprovalAsked:
 
 DECISION_POLL_S = 0.05
 """How often a thread waiting for an approval looks for a Stop (its exception lands between)."""
+
+BUDGET_STOP_WAIT_S = 5.0
+"""How long a call over the budget waits for the run's Stop to reach this thread before it raises
+``RunStopped`` itself (the Stop comes from the loop, within a loop iteration)."""
 
 
 Entry = tuple[float, float, Any]
@@ -227,6 +250,9 @@ class Worker:
                     step_ahead = False
                 if step_ahead:
                     self.console.drop_captured()  # a step ended
+                if isinstance(item, ToolCall):
+                    # The step's calls so far have not run (a ToolCallingAgent yields them all first).
+                    self._within_budget(item, (*(str(c.id) for c in self._step_calls), str(item.id)), False)
                 self.post(item)
                 if isinstance(item, ToolCall):
                     denial = self._approve_tool_calls(stream, item)
@@ -257,7 +283,23 @@ class Worker:
         if cut is not None and cut.error is None and not cut.is_final_answer:
             cut.error = interrupted_step_error()
 
-    # -- approvals ------------------------------------------------------------------------------
+    # -- budgets and approvals ------------------------------------------------------------------
+
+    def _within_budget(self, call: Any, refs: tuple[str, ...], nested: bool) -> None:
+        """Count ``call`` (not posted yet) against ``max_tool_calls`` before it runs. Over the
+        budget, the call and ``refs`` (the calls that have not run) are posted as held before the
+        limit trips the run's scope, so they reach the loop ahead of the Stop; then the worker
+        waits here for the Stop's exception, so none of them runs."""
+
+        def refused(message: str) -> None:
+            self.post(Held(call, refs, nested, message))
+
+        if tool_call_allowed(self.scope, refused):
+            return
+        deadline = time.monotonic() + BUDGET_STOP_WAIT_S
+        while not self.switch.stopped and time.monotonic() < deadline:
+            time.sleep(DECISION_POLL_S / 10)  # the Stop's exception lands here
+        raise RunStopped()
 
     def _wants(self, name: str, arguments: Any, ref: str) -> bool:
         tools = getattr(self.agent, "tools", None) or {}
@@ -325,7 +367,9 @@ class Worker:
         key = f"{what}-{next(self._keys)}"
         name = getattr(target, "name", what)
         arguments = _arguments(target, args, kwargs)
-        self.post(Nested(key, name, "started", arguments, None))
+        started = Nested(key, name, "started", arguments, None)
+        self._within_budget(started, (key,), True)
+        self.post(started)
         if self._wants(name, arguments, key):
             decision = self._decision(self._ask(key, True, name, arguments))
             if not decision.approved:  # the code sees the denial, as the model will

@@ -1,6 +1,6 @@
 """What runs cost, in US dollars, from their token usage and a maintained price library.
 
-Prices come from genai-prices (the optional ``cost`` extra: ``pip install 'nbagent[cost]'``),
+Prices come from genai-prices (the optional ``cost`` extra: ``pip install 'nbagent-jupyter[cost]'``),
 which tracks providers' published prices, including past ones: each step is priced at the time it
 ran. nbagent keeps no price table of its own.
 
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nbagent.records import RunRecord
 
-EXTRA_HINT = "pip install 'nbagent[cost]'"
+EXTRA_HINT = "pip install 'nbagent-jupyter[cost]'"
 
 _LOCAL_PREFIXES = (
     "ollama/",

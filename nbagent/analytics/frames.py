@@ -51,7 +51,7 @@ A Stop is not an error: its run has ``status == "interrupted"``, a ``stop_reason
 ``tool_calls_frame`` columns:
     run_id, step, call_id, tool, arguments (JSON text; raw text kept as the model sent it),
     started_at (after its approval), ended_at, duration_s, status (ok / error / cancelled /
-    abandoned / denied; ``<NA>`` while in flight), result (``<NA>`` when the call returned
+    abandoned / denied / deferred; ``<NA>`` while in flight), result (``<NA>`` when the call returned
     none), error (a denial's reason), approval (approved / denied / timed_out; ``<NA>`` when
     none was needed), approval_wait_s.
 """

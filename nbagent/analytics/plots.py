@@ -20,10 +20,16 @@ import pandas as pd
 
 from nbagent.analytics.frames import Records, as_records, runs_frame, steps_frame, tool_calls_frame
 
-EXTRA_HINT = "pip install 'nbagent[plots]'"
+EXTRA_HINT = "pip install 'nbagent-jupyter[plots]'"
 
 KIND_COLORS = {"planning": "#8e7cc3", "action": "#4a86c8", "final": "#3c9d5d"}
-CALL_COLORS = {"ok": "#f0a030", "error": "#d9534f", "cancelled": "#9e9e9e", "abandoned": "#6d4c41"}
+CALL_COLORS = {
+    "ok": "#f0a030",
+    "error": "#d9534f",
+    "cancelled": "#9e9e9e",
+    "abandoned": "#6d4c41",
+    "deferred": "#80cbc4",
+}
 UNKNOWN_COLOR = "#1f1f1f"
 """The unknown-usage marker: near black on a white badge, a contrast above 15:1 whatever is behind."""
 CUT_COLOR = "#d9534f"

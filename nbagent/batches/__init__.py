@@ -5,8 +5,11 @@ one row per task; ``run_batch`` blocks (Ctrl-C stops the batch). The pieces:
 
 - ``nbagent.batches.tasks``: a list of strings or dicts, or a DataFrame with a ``task`` column,
   as keyed items;
-- ``nbagent.batches.handle``: the ``Batch`` and its scheduler on the runner's loop (one Stop
-  path: the batch's mark, then each run's own ``interrupt``);
+- ``nbagent.batches.handle``: the ``Batch`` (one Stop path: the batch's mark, then each run's
+  own ``interrupt``; the waits are a run's);
+- ``nbagent.batches.scheduler``: its scheduler on the runner's loop (a coroutine per live task,
+  none per queued one), and how each task ends;
+- ``nbagent.batches.threads``: the batch's own threads for factories and scores;
 - ``nbagent.batches.reading``: what any thread may read of a batch (records, progress, frames);
 - ``nbagent.batches.guards``: one live batch per name and store, one live run per agent object;
 - ``nbagent.batches.resume``: what a named batch in a store finds of its earlier attempts;
@@ -72,6 +75,10 @@ def batch(
 ) -> Batch:
     """Run ``make_agent()``'s agents over ``tasks`` in the background; return the ``Batch`` at once.
 
+    ``frame = await batch`` waits without blocking the kernel (■ Interrupt stops the batch);
+    ``batch.interrupt()`` is Stop all, ``batch.interrupt("after_current")`` (or ``"after_step"``)
+    lets the live runs finish and starts no more.
+
     Args:
         make_agent: builds a fresh agent per task (agents keep memory): ``make_agent()``, or
             ``make_agent(row)`` when it takes a parameter (the task's row as a dict). An agent
@@ -83,7 +90,9 @@ def batch(
         name: with a store, the batch's name: a later batch of the same name skips the tasks
             whose latest attempt ended in a ``skip`` status. A second batch of the same name and
             store is refused while the first is live in this process.
-        score: ``score(record, row)`` for a ``score`` column (an exception marks ``score_error``).
+        score: ``score(record, row)`` for a ``score`` column (an exception marks ``score_error``),
+            on the batch's own threads; a run cut short (interrupted, stopped by a limit) is not
+            scored (NA), and a score still running a moment after Stop all is abandoned.
         backend: where the runs happen: ``LocalBackend()`` (default) or ``RayBackend(...)``.
         timeout_s: a run still going after this many seconds is interrupted
             (``stop_reason == "timeout"``).
@@ -106,7 +115,9 @@ def batch(
             f"make_agent must be a function that returns a fresh agent, not a {type(make_agent).__name__} "
             "(agents keep memory, so each task needs its own: pass `lambda: make(...)`)"
         )
-    store = store if store is not None else settings.store
+    from nbagent.batches.guards import batch_store
+
+    store = batch_store(store if store is not None else settings.store)
     handle = Batch(
         make_agent,
         task_items(tasks, key=key),

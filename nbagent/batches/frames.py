@@ -23,7 +23,8 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
     """One row per task, in task order: ``task_key``, the task's own columns, then its latest
     attempt's runs-frame columns (``status`` is ``"skipped"`` for a task that never started,
     ``"queued"``/``"running"`` while the batch runs), ``attempts``, ``reused``, and
-    ``score``/``score_error`` when the batch has a score. A task column that clashes with a runs
+    ``score``/``score_error`` when the batch has a score (``score`` is NA for a run cut short,
+    which the scorer is not asked about, and where the scorer failed). A task column that clashes with a runs
     column or one of these is kept with a ``_task`` suffix."""
     import pandas as pd
 
@@ -57,9 +58,25 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
     frame["attempts"] = pd.array([s.attempts + (s.phase == "ended") for s in states], dtype="Int64")
     frame["reused"] = pd.array([s.phase == "reused" for s in states], dtype="boolean")
     if batch.score is not None:
-        frame["score"] = [s.score for s in states]
+        frame["score"] = score_column([s.score for s in states])
         frame["score_error"] = pd.array([s.score_error for s in states], dtype="string")
     return frame.reset_index(drop=True)
+
+
+def score_column(scores: list[object]) -> object:
+    """The scores as a column with NA where there is none (a run cut short, a scorer that
+    failed): ``boolean``, ``Int64`` or ``Float64`` when the scores are all of one such kind, so
+    ``frame.score.mean()`` skips the NAs; else objects."""
+    import pandas as pd
+
+    values = [pd.NA if score is None else score for score in scores]
+    try:
+        column = pd.array(values)
+    except (TypeError, ValueError):
+        return values
+    if column.dtype == object:
+        return values
+    return column
 
 
 def attempts_frame(records: list[RunRecord]) -> pd.DataFrame:

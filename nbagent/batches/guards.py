@@ -1,16 +1,43 @@
-"""What a batch refuses while it runs: a second live batch of the same name and store in this
-process (both would run every task), and one agent object handed to two live runs (agents keep
-memory, and the runs would queue behind each other on it).
+"""What a batch refuses while it runs: a second live batch of the same name and store (both
+would run every task), in this process or in any other process sharing the store, and one agent
+object handed to two live runs (agents keep memory, and the runs would queue behind each other
+on it).
+
+A named batch on a store holds two claims while it runs: this process's (a dict, so a second
+batch here gets a plain "already running in this process") and the store's lease on the name
+(``nbagent.analytics.store.leases``: a row with a heartbeat), which a batch of another process,
+or of another host sharing the file, finds and is refused with the holder's host, pid and start.
+A holder that died loses its lease ``LEASE_TTL_S`` after its last heartbeat.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
 _live_names: dict[tuple[str, Any], object] = {}
+
+
+@dataclass
+class NameClaim:
+    """What ``claim_name`` holds: the process's key, and the store's lease (``None`` for a store
+    that cannot hold one: read-only, or not a ``RunStore``)."""
+
+    key: tuple[str, Any]
+    lease: Any = None
+
+
+def batch_store(store: Any) -> Any:
+    """The batch's ``RunStore`` for ``store=`` (a path or a ``RunStore``; ``None``: none);
+    ``TypeError`` at once for anything else."""
+    if store is None:
+        return None
+    from nbagent.analytics.store import open_store
+
+    return open_store(store)
 
 
 def _store_id(store: Any) -> Any:
@@ -23,28 +50,58 @@ def _store_id(store: Any) -> Any:
     return id(store)
 
 
-def claim_name(owner: object, name: str | None, store: Any) -> tuple[str, Any] | None:
-    """Mark the batch ``name`` in ``store`` live in this process; the claim to ``release_name``.
-    ``None`` (nothing claimed) for a batch without a name or a store, which has no resume.
-    Raises ``RuntimeError`` when a live batch holds that name and store."""
+def claim_name(owner: object, name: str | None, store: Any) -> NameClaim | None:
+    """Mark the batch ``name`` in ``store`` live, here and in the store; the claim to
+    ``release_name``. ``None`` (nothing claimed) for a batch without a name or a store, which
+    has no resume. Raises ``RuntimeError`` when a live batch holds that name and store: in this
+    process, or in another (``LeaseHeldError``, naming its host, pid and start)."""
     if name is None or store is None:
         return None
-    claim = (name, _store_id(store))
+    key = (name, _store_id(store))
     with _lock:
-        if claim in _live_names:
+        if key in _live_names:
             raise RuntimeError(
                 f"batch {name!r} is already running in this process: interrupt it or await it first"
             )
-        _live_names[claim] = owner
+        _live_names[key] = owner
+    claim = NameClaim(key)
+    try:
+        claim.lease = _lease(name, store)
+    except BaseException:
+        release_name(owner, claim)
+        raise
     return claim
 
 
-def release_name(owner: object, claim: tuple[str, Any] | None) -> None:
+def _lease(name: str, store: Any) -> Any:
+    """The store's lease on the batch ``name``; ``LeaseHeldError`` naming the holder."""
+    import time
+
+    from nbagent.analytics.store import RunStore
+    from nbagent.analytics.store.leases import LeaseHeldError, claim, holder_text
+
+    if not isinstance(store, RunStore) or store.readonly:
+        return None  # its runs cannot be stored either, and say so
+    try:
+        return claim(store, f"batch:{name}")
+    except LeaseHeldError as exc:
+        raise LeaseHeldError(
+            f"batch {name!r} is already running on {store.path}, in another process: "
+            f"{holder_text(exc.holder, time.time())}. Wait for it there, or resume once it ended",
+            exc.holder,
+        ) from None
+
+
+def release_name(owner: object, claim: NameClaim | None) -> None:
+    """Give up ``claim`` (never waits on the store: the lease's row goes on its own thread)."""
     if claim is None:
         return
+    if claim.lease is not None:
+        claim.lease.release()
+        claim.lease = None
     with _lock:
-        if _live_names.get(claim) is owner:
-            del _live_names[claim]
+        if _live_names.get(claim.key) is owner:
+            del _live_names[claim.key]
 
 
 class AgentClaims:

@@ -1,18 +1,25 @@
 """``Batch``: the handle on many runs of one agent factory, with one Stop and one table.
 
-A batch is a scheduler on the runner's own loop (``nbagent.runtime.loop``): one coroutine per
-task waits on a semaphore of ``concurrency`` slots, asks the backend to launch the task's run
-(``nbagent.batches.local`` on this loop, ``nbagent.batches.ray`` on a Ray cluster), waits for its
-record (interrupting it at ``timeout_s``), scores it, and frees the slot. Nothing here blocks
-the loop: the factory, the score and the store reads run on worker threads.
+A batch is a scheduler on the runner's own loop (``nbagent.runtime.loop``;
+``nbagent.batches.scheduler``): it starts each task when one of ``concurrency`` slots is free,
+asks the backend to launch the task's run (``nbagent.batches.local`` on this loop,
+``nbagent.batches.ray`` on a Ray cluster), waits for its record (interrupting it at
+``timeout_s``), scores it, and frees the slot. Nothing here blocks the loop: the factory and the
+score run on the batch's own threads (``nbagent.batches.threads``), the store reads on worker
+threads.
 
 The Stop path is one hop, as for a run: ``interrupt("now")`` (any thread, idempotent) marks the
-batch stopping and interrupts every launched run through its own ``interrupt`` (its cancel
-scope, or the remote worker's); a task still waiting for a slot sees the mark when it gets one
-and ends ``"skipped"``, without a run, as does one whose agent was being built (the local
-backend starts no run after a Stop of either mode). Who wins a race: the mark is set before the launched runs
+batch stopping and interrupts every live run through its own ``interrupt`` (its cancel scope, or
+the remote worker's); the scheduler skips every task not started in one pass, and a task whose
+agent was being built ends ``"skipped"`` without a run (or, if its factory has not returned a
+grace later, ``"interrupted"``, abandoned). Who wins a race: the mark is set before the live runs
 are walked, and a task checks it after its run is launched, so each run is interrupted by one
-side or the other. ``interrupt("after_current")`` only sets the mark: live runs finish.
+side or the other. ``interrupt("after_current")`` (or ``"after_step"``, a run's name for it) only
+sets the mark: live runs finish.
+
+Waiting is a run's (``nbagent.runtime.waiting``): ``batch.wait()`` turns Ctrl-C into a Stop,
+and ``await batch`` stops the batch at Jupyter's ■ Interrupt, then raises
+``BatchStoppedByKeyboard`` once every task has its row.
 
 Every task ends as a row of ``frame()``: its run's record (success, interrupted, error,
 max_steps; ``stop_reason == "timeout"`` for one cut by ``timeout_s``), an error record when its
@@ -25,49 +32,39 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
+import contextlib
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Generator
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from nbagent.batches.guards import AgentClaims, claim_name, release_name
 from nbagent.batches.reading import BatchReading
-from nbagent.batches.resume import (
-    batch_metadata,
-    batch_tags,
-    earlier_attempts,
-    finished_before,
-    key_of,
-    latest_by_key,
-)
+from nbagent.batches.scheduler import BatchLoop, refresh
 from nbagent.batches.state import (
+    STOP_MODES,
     Backend,
     BatchStoppedByKeyboard,
     StopMode,
-    TaskRun,
+    Tally,
     TaskState,
     takes_row,
 )
 from nbagent.batches.tasks import TaskItem
-from nbagent.errors import describe, error_kind
+from nbagent.batches.threads import MAX_THREADS, BatchThreads
 from nbagent.records import RunRecord
-from nbagent.runtime.loop import LoopThread, runner_loop
-from nbagent.text import shorten
+from nbagent.runtime.loop import runner_loop
+from nbagent.runtime.waiting import WaitEnds, wait_async, wait_blocking
 
 if TYPE_CHECKING:
     import pandas as pd
 
-TICK_S = 0.1
-"""Seconds between two refreshes of a batch's views."""
 LATEST_KEPT = 20
 """How many of the latest ended tasks a batch keeps at hand for its table."""
 
 
-class Batch(BatchReading):
+class Batch(BatchLoop, BatchReading):
     """A handle on a batch: ``await batch`` (the frame), ``interrupt()``, ``status``, ``frame()``.
 
     ``interrupt``, ``status``, ``progress``, ``frame`` and the other readers may be used from any
@@ -99,9 +96,12 @@ class Batch(BatchReading):
         self.skip = skip
         self.start_options = dict(start_options)
         self.tasks = [TaskState(item) for item in items]
+        self._by_key = {state.item.key: state for state in self.tasks}
+        self._tally = Tally(len(self.tasks))
         self.error: str | None = None
         """Set when the batch itself failed (its backend could not start)."""
         self._stop: StopMode | None = None
+        self._stop_reason = "user"
         self._lock = threading.Lock()
         self._latest: deque[TaskState] = deque(maxlen=LATEST_KEPT)
         self._earlier: list[RunRecord] = []
@@ -113,6 +113,14 @@ class Batch(BatchReading):
         self._ended_at: float | None = None
         self._future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._future.set_running_or_notify_cancel()
+        self._threads = BatchThreads(min(concurrency, MAX_THREADS))
+        self._wake = asyncio.Event()
+        """Set on the loop when a slot frees or a Stop comes: the scheduler looks again."""
+        self._now = asyncio.Event()
+        """Set on the loop by a Stop of mode ``"now"``: waits on the user's code give up."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.keyboard_pressed = False
+        """Set by Jupyter's interrupt during ``await batch`` (``nbagent.runtime.interrupts``)."""
         self.agents = AgentClaims()
         """The agent objects of the live runs: a factory must not hand one to two runs."""
         self._name_claim: Any = None
@@ -133,27 +141,44 @@ class Batch(BatchReading):
         self._name_claim = None
 
     def _start(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._main(), runner_loop())
+        self._loop = runner_loop()
+        asyncio.run_coroutine_threadsafe(self._main(), self._loop)
+
+    def _finish(self, ticker: asyncio.Future[None] | None) -> None:
+        """On the loop, once every task has ended: the batch is over, its name free."""
+        self._threads.close()
+        self._ended_at = time.perf_counter()
+        self._release_name()
+        if ticker is not None:
+            ticker.cancel()
+        self._future.set_result(None)  # before the final refresh, so the views say "done"
+        for view in self._views:
+            refresh(view, final=True)
 
     def stopped(self) -> bool:
         """True once the batch was told to stop (either mode): a task not started must not start."""
         return self._stop is not None
 
-    def interrupt(self, mode: StopMode = "now") -> bool:
+    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
         """Stop the batch: ``"now"`` interrupts every live run and skips the tasks not started;
-        ``"after_current"`` lets the live runs finish and starts no more. True if the batch was
-        still running. Idempotent; any thread (a Stop click arrives on the kernel's)."""
-        if mode not in ("now", "after_current"):
-            raise ValueError(f"mode must be 'now' or 'after_current', not {mode!r}")
+        ``"after_current"`` (or ``"after_step"``, as for a run) lets the live runs finish and
+        starts no more. ``reason`` becomes the interrupted runs' ``stop_reason``. True if the
+        batch was still running. Idempotent; any thread (a Stop click arrives on the kernel's)."""
+        if mode not in STOP_MODES:
+            raise ValueError(f"mode must be 'now', 'after_step' or 'after_current', not {mode!r}")
+        stop = STOP_MODES[mode]
         with self._lock:
-            if self._future.done() or self._stop == "now" or self._stop == mode:
+            if self._future.done() or self._stop == "now" or self._stop == stop:
                 return False
-            self._stop = mode
-        if mode == "now":
-            for state in self.tasks:
+            self._stop, self._stop_reason = stop, reason
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the runner's loop is closed: nothing waits
+                self._loop.call_soon_threadsafe(self._stopping)
+        if stop == "now":
+            for state in self.running():
                 run = state.run
-                if run is not None and state.phase == "running":
-                    run.interrupt("now", reason="user")
+                if run is not None:
+                    run.interrupt("now", reason=reason)
         return True
 
     @property
@@ -166,205 +191,29 @@ class Batch(BatchReading):
     def done(self) -> bool:
         return self._future.done()
 
-    def wait(self, timeout: float | None = None) -> pd.DataFrame:
-        """Block until every task has ended; the frame. Ctrl-C stops the batch (now), waits for
-        its records and raises ``KeyboardInterrupt``; ``TimeoutError`` if ``timeout`` passes."""
-        if threading.current_thread() is LoopThread.thread():
-            raise RuntimeError("wait() on the runner's own thread would deadlock: use `await batch`")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pressed = False
-        while True:
-            try:
-                try:
-                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    self._future.result(timeout=0.1 if left is None else min(0.1, left))
-                    break
-                except concurrent.futures.TimeoutError:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise TimeoutError(
-                            f"batch {self.name or ''} still running after {timeout} s"
-                        ) from None
-            except KeyboardInterrupt:
-                if pressed:
-                    raise
-                pressed = True
-                self.interrupt("now")
-        if pressed:
-            raise BatchStoppedByKeyboard(self)
-        return self.frame()
+    def _ends(self) -> WaitEnds:
+        name = "batch" if self.name is None else f"batch {self.name!r}"
+        return WaitEnds(
+            name=name,
+            instead="use `await batch`",
+            still_stopping=f"{name} is still stopping; batch.frame() has its rows so far",
+            result=lambda _: self.frame(),
+            stopped=lambda _: BatchStoppedByKeyboard(self),
+        )
 
-    async def _await(self) -> pd.DataFrame:
-        waiter = asyncio.wrap_future(self._future)
-        try:
-            await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            self.interrupt("now")
-            await asyncio.wait({waiter}, timeout=5.0)
-            raise
-        return self.frame()
+    def wait(self, timeout: float | None = None) -> pd.DataFrame:
+        """Block until every task has ended; the frame. Ctrl-C (Jupyter's ■ Interrupt) stops the
+        batch (now), waits for its rows and raises ``BatchStoppedByKeyboard``; a second Ctrl-C
+        raises ``KeyboardInterrupt`` at once. ``TimeoutError`` if ``timeout`` passes first."""
+        return wait_blocking(self, timeout, self._ends())
 
     def __await__(self) -> Generator[Any, None, pd.DataFrame]:
-        return self._await().__await__()
+        """``frame = await batch``; Jupyter's ■ Interrupt stops the batch at once and raises
+        ``BatchStoppedByKeyboard`` (its ``.batch`` has the frame) once every task has its row."""
+        return wait_async(self, self._ends()).__await__()
 
     def __repr__(self) -> str:
         p = self.progress()
-        return f"<nbagent.Batch {self.name or ''} {p.state} {p.done}/{p.total} done>"
-
-    # -- the loop side -------------------------------------------------------------------------
-
-    async def _main(self) -> None:
-        ticker = asyncio.ensure_future(self._tick()) if self._views else None
-        try:
-            await self.backend.open(self)
-            if self.store is not None and self.name is not None:
-                await self._resume()
-            slots = asyncio.Semaphore(self.concurrency)
-            await asyncio.gather(*(self._one(s, slots) for s in self.tasks if s.phase == "queued"))
-        except BaseException as exc:  # the batch itself failed: every task not ended gets a record
-            self.error = describe(exc)
-            for state in self.tasks:
-                if state.phase in ("queued", "starting"):
-                    await self._failed(state, "the batch failed", exc)
-        finally:
-            try:
-                await self.backend.close(self)
-            except Exception as exc:
-                self.error = self.error or describe(exc)
-            self._ended_at = time.perf_counter()
-            self._release_name()
-            if ticker is not None:
-                ticker.cancel()
-            self._future.set_result(None)  # before the final refresh, so the views say "done"
-            for view in self._views:
-                _refresh(view, final=True)
-
-    async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            for view in self._views:
-                _refresh(view, final=False)
-
-    async def _resume(self) -> None:
-        assert self.name is not None
-        earlier = await asyncio.to_thread(earlier_attempts, self.store, self.name)
-        self._earlier = earlier
-        latest = latest_by_key(earlier)
-        counts: dict[str, int] = {}
-        for record in earlier:
-            key = key_of(record)
-            if key is not None:
-                counts[key] = counts.get(key, 0) + 1
-        for state in self.tasks:
-            state.attempts = counts.get(state.item.key, 0)
-            record = latest.get(state.item.key)
-            if finished_before(record, self.skip):
-                assert record is not None
-                state.record, state.phase = record, "reused"
-                await self._score(state)
-
-    async def _one(self, state: TaskState, slots: asyncio.Semaphore) -> None:
-        try:
-            await self._task(state, slots)
-        except Exception as exc:  # one task's trouble never stops the others
-            if state.phase not in ("ended", "skipped"):
-                await self._failed(state, "the batch could not run this task", exc)
-
-    async def _task(self, state: TaskState, slots: asyncio.Semaphore) -> None:
-        async with slots:
-            if self._stop is not None:
-                state.phase = "skipped"
-                return
-            state.phase, state.started = "starting", time.perf_counter()
-            try:
-                run = await self.backend.launch(self, state.item)
-            except Exception as exc:  # the factory failed, or start() refused what it made
-                await self._failed(state, "the agent factory failed", exc)
-                return
-            if run is None:  # a Stop came while the factory built the agent: never started
-                state.phase = "skipped"
-                return
-            state.run, state.phase = run, "running"
-            if self._stop == "now":  # a Stop that walked the runs before this one was there
-                run.interrupt("now", reason="user")
-            waiter = asyncio.ensure_future(_record_of(run))
-            if self.timeout_s is not None:
-                finished, _ = await asyncio.wait({waiter}, timeout=self.timeout_s)
-                if not finished:
-                    run.interrupt("now", reason="timeout")
-            try:
-                record = await waiter
-            finally:
-                self.agents.release(state.item.key)
-            if record is None:  # a remote task a Stop reached before it started in its worker
-                state.phase = "skipped"
-                return
-            self._session.append(record)
-            await self._ended(state, record)
-
-    async def _ended(self, state: TaskState, record: RunRecord) -> None:
-        state.record = record
-        await self._score(state)
-        state.phase = "ended"
-        self._latest.append(state)
-
-    async def _score(self, state: TaskState) -> None:
-        """On a worker thread: a scorer may take seconds (a judge model, a test suite), and the
-        loop it would block carries every run and every Stop of the process."""
-        if self.score is None or state.record is None:
-            return
-        try:
-            state.score = await asyncio.to_thread(self.score, state.record, dict(state.item.row))
-        except Exception as exc:  # a bad score function marks the row; it never stops the batch
-            state.score, state.score_error = None, describe(exc)
-
-    async def _failed(self, state: TaskState, what: str, exc: BaseException) -> None:
-        """End a task whose run never started with a complete ``"error"`` record, stored like a
-        run (on a worker thread), so a resume reruns it."""
-        record = self._error_record(state.item, what, exc)
-        self._session.append(record)
-        if self.store is not None:
-            try:
-                await asyncio.to_thread(self.store.add, record)
-            except Exception as store_exc:
-                record.error = f"{record.error} (not stored: {describe(store_exc)})"
-        await self._ended(state, record)
-
-    def _error_record(self, item: TaskItem, what: str, exc: BaseException) -> RunRecord:
-        now = datetime.now(timezone.utc)
-        record = RunRecord(
-            run_id=uuid.uuid4().hex[:16],
-            task=item.task,
-            agent=shorten(getattr(self.factory, "__name__", type(self.factory).__name__), 80),
-            model="",
-            started_at=now,
-            status="error",
-            error=f"{what}: {describe(exc)}",
-            error_type=error_kind(exc),
-            ended_at=now,
-            duration_s=0.0,
-            stop_reason="error",
-            tags=self.tags_for(),
-            metadata=self.metadata_for(item),
-        )
-        return record
-
-    def tags_for(self) -> list[str]:
-        return [*self.start_options.get("tags", ()), *batch_tags(self.name)]
-
-    def metadata_for(self, item: TaskItem) -> dict[str, Any]:
-        return {**(self.start_options.get("metadata") or {}), "batch": batch_metadata(self.name, item)}
-
-    def run_options(self) -> dict[str, Any]:
-        """The keywords for every run's ``start`` besides tags and metadata."""
-        return {k: v for k, v in self.start_options.items() if k not in ("tags", "metadata")}
-
-
-async def _record_of(run: TaskRun) -> RunRecord | None:
-    return await run
-
-
-def _refresh(view: Any, *, final: bool) -> None:
-    try:
-        view.refresh(final=final)
-    except Exception:  # a view must never end a batch
-        logging.getLogger("nbagent").exception("nbagent: a batch view failed to refresh")
+        name = "" if self.name is None else f" {self.name!r}"
+        skipped = f", {p.skipped} skipped" if p.skipped else ""
+        return f"<nbagent.Batch{name} {p.state}: {p.ran}/{p.total} done{skipped}>"

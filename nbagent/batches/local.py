@@ -1,8 +1,9 @@
 """The local backend: each task is an ordinary nbagent run on this process's runner loop.
 
 The runs share the loop the batch is driven on, so a batch costs what its runs cost: nothing
-else waits on a thread or a queue. The factory runs on a worker thread (building an agent may
-load a model or open a connection, and must not hold up the loop, its runs and every Stop);
+else waits on a thread or a queue. The factory runs on the batch's own threads (building an agent
+may load a model or open a connection, and must not hold up the loop, its runs and every Stop,
+nor the loop's default executor; a Stop abandons a factory that hangs: ``Batch.in_thread``);
 sync agents (smolagents) keep their own worker threads as in any run. The runs are not shown one
 by one (a thousand live views would be the problem a batch table solves): the batch's table
 shows them, and opens any one.
@@ -10,7 +11,6 @@ shows them, and opens any one.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from nbagent.batches.tasks import TaskItem
@@ -47,7 +47,7 @@ class LocalBackend:
         factory may take seconds): the task is skipped rather than started and interrupted."""
         from nbagent.runtime.runner import start
 
-        agent = await asyncio.to_thread(make_agent, batch, item)
+        agent = await batch.in_thread("the agent factory", make_agent, batch, item)
         if batch.stopped():
             return None
         batch.agents.claim(agent, item.key)

@@ -3,19 +3,29 @@
 ``RayBackend(address=...)`` starts ``workers`` Ray actors for a batch (one worker process each).
 An actor runs each task it is given as an ordinary nbagent run on its own runner loop, and
 streams the run's events back as Ray streaming-generator items, in chunks of at most
-``CHUNK_S``. The notebook folds them with its own ``Recorder`` and store sink, so the live table,
-the records and the store are the notebook's, as for local runs. The factory and the tasks
-travel with Ray's own serialisation (cloudpickle).
+``CHUNK_S`` (``nbagent.batches.ray_worker``). The notebook folds them with its own ``Recorder``
+and store sink, so the live table, the records and the store are the notebook's, as for local
+runs. The factory and the tasks travel with Ray's own serialisation (cloudpickle).
 
 Stop: ``RemoteRun.interrupt`` calls the actor's ``interrupt`` (an async actor serves it while its
 runs go on), which interrupts the run through its own cancel scope; the interrupted record's
 last events come back like any others. A Stop that reaches the actor before the task started
 there ends that task unstarted (``"skipped"`` in the frame).
 
-A worker lost mid-run (its process killed, its node gone, ``ray.kill``) ends each of its runs
-``"error"`` ("worker lost: ..."), with everything received until then. Nothing is retried
-(``max_restarts=0``, ``max_task_retries=0``): a retry would repeat the tools' side effects; a
-resume reruns those tasks instead.
+Approvals: a remote run's tool call that needs one (``@tool(requires_approval=True)``,
+``approve=``) waits in its worker like a local one; the notebook's record shows it pending (the
+batch table's opened task says "waiting for approval"), and ``batch.run_of(key).approve(call_id)``
+/ ``deny(call_id, reason)`` / ``pending_approvals`` work as on a local run: the decision goes to
+the worker. ``configure(approval_timeout_s=)`` of the notebook applies to remote runs too.
+
+A lost worker (its process killed, its node gone, ``ray.kill``) fails only its own runs: each run
+it had started ends ``"error"`` (``error_type`` ``"WorkerLost"``, "worker lost: ..."), with
+everything received until then. Nothing that ran is retried (``max_restarts=0``,
+``max_task_retries=0``): a retry would repeat the tools' side effects; a resume reruns those
+tasks instead. The worker is not given another task, a replacement actor is started in its
+place, and the tasks it had not started (sent before its loss was known) go to the live workers:
+a task starts only after the notebook has seen its worker accept it, so one never seen accepted
+never ran.
 
 Ray is imported when a backend is built, never by ``import nbagent``.
 """
@@ -24,249 +34,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import pickle
-import threading
-import time
-import uuid
-from dataclasses import fields, replace
+import logging
 from typing import TYPE_CHECKING, Any
 
-from nbagent import events as ev
-from nbagent.batches.guards import AgentClaims
+from nbagent.batches.ray_run import (
+    PLACEMENTS,
+    WORKER_LOST,
+    NotAccepted,
+    RemoteFailure,
+    RemoteRun,
+    Worker,
+    _ray,
+)
+from nbagent.batches.ray_worker import CHUNK_S, BatchWorker
 from nbagent.errors import describe
-from nbagent.records import Recorder, RunRecord
-from nbagent.text import safe_text
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
     from nbagent.batches.tasks import TaskItem
 
-CHUNK_S = 0.05
-"""How long events wait in a worker before they are sent to the notebook, at most."""
-WORKER_LOST = "WorkerLost"
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError("the Ray backend needs Ray: pip install 'nbagent[ray]'") from exc
-    return ray
-
-
-class RemoteFailure(Exception):
-    """An exception raised in a worker, as text (the original may not travel)."""
-
-
-def _shippable(event: ev.RunEvent) -> ev.RunEvent:
-    """``event`` as something pickle takes: values that refuse become their text."""
-    try:
-        pickle.dumps(event)
-        return event
-    except Exception:
-        changes = {}
-        for f in fields(event):
-            value = getattr(event, f.name)
-            try:
-                pickle.dumps(value)
-            except Exception:
-                changes[f.name] = safe_text(value)
-        return replace(event, **changes)
-
-
-class BatchWorker:
-    """Runs tasks in a Ray worker process (an async actor: ``interrupt`` is served while runs go)."""
-
-    def __init__(self, factory: Any, takes_row: bool) -> None:
-        self.factory = factory
-        self.takes_row = takes_row
-        self.runs: dict[str, Any] = {}
-        self.stops: dict[str, tuple[str, str]] = {}
-        self.agents = AgentClaims()
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def interrupt(self, token: str, mode: str, reason: str) -> bool:
-        run = self.runs.get(token)
-        if run is None:
-            self.stops.setdefault(token, (mode, reason))  # it has not started here yet
-            return False
-        return run.interrupt(mode, reason=reason)
-
-    async def run(
-        self, token: str, item: TaskItem, tags: list[str], metadata: dict[str, Any], options: dict[str, Any]
-    ):
-        from nbagent.runtime.runner import start
-
-        if token in self.stops:
-            yield ("skipped", None)
-            return
-        try:
-            row = dict(item.row)
-            agent = await asyncio.to_thread(lambda: self.factory(row) if self.takes_row else self.factory())
-            if agent is None:
-                raise TypeError("the agent factory returned None; it must return an agent")
-            self.agents.claim(agent, item.key)  # two live runs of this worker on one agent
-        except Exception as exc:
-            yield ("failed", (describe(exc), type(exc).__name__))
-            return
-        buffer: list[ev.RunEvent] = []
-        lock = threading.Lock()
-
-        def sink(event: ev.RunEvent) -> None:
-            with lock:
-                buffer.append(event)
-
-        if token in self.stops:
-            self.agents.release(item.key)
-            yield ("skipped", None)
-            return
-        try:
-            run = start(
-                agent, item.task, sinks=[sink], display=False, tags=tags, metadata=metadata, **options
-            )
-        except Exception as exc:
-            self.agents.release(item.key)
-            yield ("failed", (describe(exc), type(exc).__name__))
-            return
-        self.runs[token] = run
-        if token in self.stops:
-            mode, reason = self.stops.pop(token)
-            run.interrupt(mode, reason=reason)
-        try:
-            waiter = asyncio.ensure_future(_wait(run))
-            while True:
-                finished, _ = await asyncio.wait({waiter}, timeout=CHUNK_S)
-                with lock:
-                    chunk, buffer[:] = list(buffer), []
-                if chunk:
-                    yield ("events", [_shippable(e) for e in chunk])
-                if finished:
-                    with lock:
-                        rest = list(buffer)
-                    if rest:
-                        yield ("events", [_shippable(e) for e in rest])
-                    return
-        finally:
-            self.runs.pop(token, None)
-            self.stops.pop(token, None)
-            self.agents.release(item.key)
-
-
-async def _wait(run: Any) -> RunRecord:
-    return await run
-
-
-class RemoteRun:
-    """The notebook's side of a run in a Ray worker: its record, its store rows, its Stop."""
-
-    def __init__(self, backend: RayBackend, actor: Any, token: str, batch: Batch, item: TaskItem) -> None:
-        self.backend = backend
-        self.actor = actor
-        self.token = token
-        self.batch = batch
-        self.item = item
-        self.run_id = ""
-        self._recorder = Recorder()
-        self._store_sink = batch.store.sink() if batch.store is not None else None
-        self._done = threading.Event()
-        self._last_t = 0.0
-        self._last_at = time.perf_counter()
-        self.result: asyncio.Future[RunRecord | None] = asyncio.get_running_loop().create_future()
-
-    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
-        """Ask the worker to stop the run. Any thread; idempotent."""
-        if self._done.is_set():
-            return False
-        self.actor.interrupt.remote(self.token, mode, reason)
-        return True
-
-    def live_record(self) -> RunRecord:
-        live = self._recorder.live
-        if live is None:
-            raise RuntimeError("the run has not started in its worker yet")
-        return live
-
-    @property
-    def record(self) -> RunRecord:
-        snapshot = self._recorder.snapshot()
-        if snapshot is None:
-            raise RuntimeError("the run has not started in its worker yet")
-        return snapshot
-
-    def __await__(self):
-        return asyncio.shield(self.result).__await__()
-
-    def _apply(self, event: ev.RunEvent) -> None:
-        if type(event) is ev.RunStarted:
-            self.run_id = event.run_id
-        self._last_t, self._last_at = event.t, time.perf_counter()
-        self._recorder.apply(event)
-        if self._store_sink is not None:
-            try:
-                self._store_sink(event)
-            except Exception as exc:  # a store failure never ends the run
-                import logging
-
-                logging.getLogger("nbagent").warning("nbagent: store sink failed: %s", describe(exc))
-
-    async def consume(self, stream: Any) -> None:
-        ray = _ray()
-        record: RunRecord | None = None
-        lost: str | None = None
-        try:
-            async for ref in stream:
-                kind, payload = await ref
-                if kind == "events":
-                    for event in payload:
-                        self._apply(event)
-                elif kind == "failed":
-                    text, name = payload
-                    failure = RemoteFailure(f"{name}: {text}" if name not in text else text)
-                    record = await self._failed("the agent factory failed", failure)
-                elif kind == "skipped":
-                    break
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the worker died (RayActorError...), or its stream broke
-            first_line = describe(exc).splitlines()[0]
-            lost = (
-                f"worker lost: {first_line}"
-                if isinstance(exc, ray.exceptions.RayError)
-                else f"the remote run's stream failed: {first_line}"
-            )
-        live = self._recorder.live
-        if record is None and live is not None:
-            if not live.done:  # the stream ended without the run's end: its worker is gone
-                self._apply(
-                    ev.RunFinished(
-                        live.run_id,
-                        len(live.steps),
-                        self._last_t + (time.perf_counter() - self._last_at),
-                        "error",
-                        error=lost or "worker lost: its stream ended before the run did",
-                        error_type=WORKER_LOST,
-                        stop_reason="error",
-                    )
-                )
-            record = self._recorder.snapshot()
-        elif record is None and lost is not None:
-            record = await self._failed("the task could not run in its worker", RemoteFailure(lost))
-        if self._store_sink is not None and record is not None:
-            drained = getattr(self._store_sink, "drained", None)
-            if drained is not None:
-                await asyncio.wait({asyncio.wrap_future(drained())}, timeout=5.0)
-        self._done.set()
-        if not self.result.done():
-            self.result.set_result(record)
-
-    async def _failed(self, what: str, exc: BaseException) -> RunRecord:
-        record = self.batch._error_record(self.item, what, exc)
-        if self.batch.store is not None:
-            await asyncio.to_thread(self.batch.store.add, record)
-        return record
+__all__ = [
+    "CHUNK_S",
+    "PLACEMENTS",
+    "WORKER_LOST",
+    "BatchWorker",
+    "NotAccepted",
+    "RayBackend",
+    "RemoteFailure",
+    "RemoteRun",
+    "Worker",
+]
 
 
 class RayBackend:
@@ -298,10 +95,17 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.init = dict(init or {})
         self.actors: list[Any] = []
+        """Every actor the open batch started (lost ones and replacements included)."""
         self.pids: list[int] = []
-        """The worker processes' ids, once a batch has opened the backend."""
-        self._load: dict[int, int] = {}
-        self._streams: list[asyncio.Task[None]] = []
+        """Their worker processes' ids, in the order they started."""
+        self.lost_pids: list[int] = []
+        """The workers lost during the batch."""
+        self._workers: list[Worker] = []
+        self._starting: asyncio.Future[Worker | None] | None = None
+        self._replacements = 0
+        self._actor_class: Any = None
+        self._drives: set[asyncio.Future[None]] = set()
+        self._starters: set[asyncio.Future[None]] = set()
         self._batch: Batch | None = None
         """The batch the backend is open for: its actors and streams serve that batch only."""
 
@@ -327,45 +131,120 @@ class RayBackend:
         self._claim(batch)
         ray = self.ray
         await asyncio.to_thread(self._connect)
-        worker = ray.remote(BatchWorker).options(
+        self._actor_class = ray.remote(BatchWorker).options(
             max_restarts=0,
             max_task_retries=0,
             num_cpus=self.num_cpus,
             max_concurrency=max(1000, batch.concurrency),
         )
-        self.actors = [worker.remote(batch.factory, batch.factory_takes_row) for _ in range(self.workers)]
-        self.pids = list(await asyncio.gather(*(actor.pid.remote() for actor in self.actors)))
-        self._load = dict.fromkeys(range(len(self.actors)), 0)
+        self._replacements, self._starting = 0, None
+        self.actors, self.pids, self.lost_pids = [], [], []
+        actors = [self._new_actor(batch) for _ in range(self.workers)]
+        pids = await asyncio.gather(*(actor.pid.remote() for actor in actors))
+        self._workers = [Worker(actor, pid) for actor, pid in zip(actors, pids, strict=True)]
+        self.pids = list(pids)
+
+    def _new_actor(self, batch: Batch) -> Any:
+        actor = self._actor_class.remote(batch.factory, batch.factory_takes_row)
+        self.actors.append(actor)
+        return actor
+
+    def _options(self, batch: Batch) -> dict[str, Any]:
+        """A run's ``start`` options in a worker: the batch's, and this process's defaults that
+        the worker's own process does not have (approval timeout, limits)."""
+        from nbagent.config import settings
+
+        options = batch.run_options()
+        if settings.approval_timeout_s is not None:
+            options.setdefault("approval_timeout_s", settings.approval_timeout_s)
+        if settings.limits is not None:
+            options.setdefault("limits", settings.limits)
+        return options
+
+    async def _pick(self) -> Worker:
+        """The least busy live worker; a replacement's when none is live (waiting for it)."""
+        while True:
+            live = [w for w in self._workers if not w.lost]
+            if live:
+                return min(live, key=lambda w: w.load)
+            if self._starting is None:
+                self._replace()
+            assert self._starting is not None
+            if await asyncio.shield(self._starting) is None:
+                raise RuntimeError(
+                    f"every Ray worker of the batch was lost ({len(self.lost_pids)}: pids "
+                    f"{', '.join(map(str, self.lost_pids))}) and no replacement could start"
+                )
+
+    def _lost(self, worker: Worker, exc: BaseException) -> None:
+        """``worker`` is gone: give it no more tasks, and start a replacement in its place."""
+        if worker.lost:
+            return
+        worker.lost = True
+        self.lost_pids.append(worker.pid)
+        logging.getLogger("nbagent").warning(
+            "nbagent: Ray worker %d lost (%s); its runs end 'error', the other tasks go on",
+            worker.pid,
+            describe(exc).splitlines()[0],
+        )
+        with contextlib.suppress(Exception):  # make sure: no task may reach it again
+            self.ray.kill(worker.actor)
+        if self._starting is None:
+            self._replace()
+
+    def _replace(self) -> None:
+        """Start a replacement actor, at most ``workers`` per batch; ``_starting`` is its worker
+        once it is up (``None``: it could not start, or no more may start)."""
+        self._starting = asyncio.get_running_loop().create_future()
+        batch = self._batch
+        if batch is None or self._replacements >= self.workers:
+            self._starting.set_result(None)  # stays: a batch with no live worker fails its tasks
+            return
+        self._replacements += 1
+
+        async def start() -> None:
+            worker: Worker | None = None
+            try:
+                actor = self._new_actor(batch)
+                worker = Worker(actor, await actor.pid.remote())
+                self._workers.append(worker)
+                self.pids.append(worker.pid)
+            except Exception as exc:
+                logging.getLogger("nbagent").warning(
+                    "nbagent: a replacement Ray worker could not start: %s", describe(exc)
+                )
+            finally:
+                starting, self._starting = self._starting, None
+                if starting is not None and not starting.done():
+                    starting.set_result(worker)
+            if worker is not None and sum(not w.lost for w in self._workers) < self.workers:
+                self._replace()  # another worker was lost meanwhile
+
+        _keep(self._starters, asyncio.ensure_future(start()))
 
     async def launch(self, batch: Batch, item: TaskItem) -> RemoteRun:
-        index = min(self._load, key=self._load.__getitem__)  # the least busy worker
-        actor = self.actors[index]
-        token = uuid.uuid4().hex
-        remote = RemoteRun(self, actor, token, batch, item)
-        stream = actor.run.options(num_returns="streaming").remote(
-            token, item, batch.tags_for(), batch.metadata_for(item), batch.run_options()
-        )
-        self._load[index] += 1
-
-        async def consume() -> None:
-            try:
-                await remote.consume(stream)
-            finally:
-                self._load[index] -= 1
-
-        self._streams.append(asyncio.ensure_future(consume()))
+        remote = RemoteRun(self, batch, item)
+        _keep(self._drives, asyncio.ensure_future(remote.drive()))
         return remote
 
     async def close(self, batch: Batch) -> None:
         if self._batch is not batch:  # open refused this batch: the backend is another's
             return
         try:
-            if self._streams:
-                await asyncio.gather(*self._streams, return_exceptions=True)
-            self._streams = []
+            while self._drives:
+                await asyncio.gather(*self._drives, return_exceptions=True)
+            for starter in list(self._starters):  # no task waits for a replacement any more
+                starter.cancel()
+            await asyncio.gather(*self._starters, return_exceptions=True)
             for actor in self.actors:
                 with contextlib.suppress(Exception):  # already gone
                     self.ray.kill(actor)
-            self.actors = []
+            self.actors, self._workers = [], []
         finally:
             self._batch = None
+
+
+def _keep(tasks: set[asyncio.Future[None]], task: asyncio.Future[None]) -> None:
+    """Hold ``task`` in ``tasks`` until it is done (a batch of many tasks keeps only live ones)."""
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)

@@ -6,7 +6,10 @@ batch of the same name finds every earlier attempt in one SQL query
 (``RunStore.records_where("batch.name", name)``), whichever process wrote them and however that
 process ended. A run whose writer was killed reads back as ``"unfinished"``, so it is rerun.
 A task is skipped when its latest attempt ended in one of the ``skip`` statuses (``success`` by
-default); the frame then shows that attempt, with ``reused`` set.
+default); the frame then shows that attempt, with ``reused`` set. An attempt counts for a task
+only when both its key and its task text are the task's: a stored run of another task (a list
+edited since, or keys given by an older release, where ``["a", "a", "a#2"]`` keyed two tasks
+``a#2``) is never reported as this task's answer.
 """
 
 from __future__ import annotations
@@ -57,14 +60,20 @@ def earlier_attempts(store: RunStore, name: str) -> list[RunRecord]:
     return [r for r in store.records_where(f"{BATCH_KEY}.name", name) if key_of(r) is not None]
 
 
-def latest_by_key(records: Iterable[RunRecord]) -> dict[str, RunRecord]:
-    """The latest attempt of each task key (records oldest first, as a store returns them)."""
-    latest: dict[str, RunRecord] = {}
+def attempts_by_task(
+    records: Iterable[RunRecord],
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], RunRecord]]:
+    """How many attempts each task made, and its latest, by ``(key, task text)`` (records oldest
+    first, as a store returns them)."""
+    counts: dict[tuple[str, str], int] = {}
+    latest: dict[tuple[str, str], RunRecord] = {}
     for record in records:
         key = key_of(record)
         if key is not None:
-            latest[key] = record
-    return latest
+            mark = (key, record.task)
+            counts[mark] = counts.get(mark, 0) + 1
+            latest[mark] = record
+    return counts, latest
 
 
 def finished_before(record: RunRecord | None, skip: frozenset[str]) -> bool:

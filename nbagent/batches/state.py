@@ -8,7 +8,7 @@ one launched task: local ``Run`` handles and Ray's ``RemoteRun`` both are one.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -19,7 +19,17 @@ if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
 
 StopMode = Literal["now", "after_current"]
+STOP_MODES: dict[str, StopMode] = {
+    "now": "now",
+    "after_current": "after_current",
+    "after_step": "after_current",
+}
+"""The modes ``Batch.interrupt`` takes: a run's own (``"now"``, ``"after_step"``) and
+``"after_current"``, which ``"after_step"`` is another name for (a batch's step is a task)."""
 Phase = Literal["queued", "starting", "running", "ended", "skipped", "reused"]
+PHASES: tuple[Phase, ...] = ("queued", "starting", "running", "ended", "skipped", "reused")
+UNFINISHED = frozenset({"interrupted", "limit", "unfinished"})
+"""End states of a run cut short: the scorer is not asked about it, and its score is NA."""
 
 
 class BatchStoppedByKeyboard(KeyboardInterrupt):
@@ -58,7 +68,8 @@ class Backend(Protocol):
     """Where a batch's runs happen. ``open``/``close`` bracket a batch; ``launch`` builds the
     task's agent and starts its run, raising if either fails, or returns ``None`` (the task is
     skipped) when the batch was stopped while the agent was built. All three run on the runner's
-    loop."""
+    loop; a backend that calls the user's code in this process does so through
+    ``batch.in_thread(what, fn, *args)`` (the batch's own threads, abandoned by Stop all)."""
 
     name: str
 
@@ -69,9 +80,11 @@ class Backend(Protocol):
     async def close(self, batch: Batch) -> None: ...
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class TaskState:
-    """One task's place in the batch; written on the loop, read anywhere (whole-field writes)."""
+    """One task's place in the batch; written on the loop, read anywhere (whole-field writes).
+    Slotted, as a batch of 100,000 tasks holds 100,000 of them; ``phase`` is changed only through
+    ``Tally.move``, which keeps the counts the views read."""
 
     item: TaskItem
     phase: Phase = "queued"
@@ -105,7 +118,63 @@ class Progress:
 
     @property
     def done(self) -> int:
+        """Tasks that will not run any more: ended, reused, or skipped."""
         return sum(self.ended.values()) + self.reused + self.skipped
+
+    @property
+    def ran(self) -> int:
+        """Tasks with a result: ended in this batch, or reused from an earlier one."""
+        return sum(self.ended.values()) + self.reused
+
+
+class Tally:
+    """A batch's counts, kept as its tasks change phase (on the runner's loop), so what its views
+    read costs the same for ten tasks or 100,000: tasks by phase, ended tasks by end state, their
+    tokens and cost, and the running tasks by position. Other threads read whole fields (a count
+    may lag by one task for a moment)."""
+
+    def __init__(self, total: int) -> None:
+        self.phases: dict[str, int] = dict.fromkeys(PHASES, 0)
+        self.phases["queued"] = total
+        self.ended: dict[str, int] = {}
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.cost_usd: float | None = None
+        self.running: dict[int, TaskState] = {}
+
+    def move(self, state: TaskState, phase: Phase) -> None:
+        old = state.phase
+        if old == phase:
+            return
+        self.phases[old] -= 1
+        self.phases[phase] += 1
+        state.phase = phase
+        if phase == "running":
+            self.running[state.item.index] = state
+        elif old == "running":
+            self.running.pop(state.item.index, None)
+        if phase == "ended" and state.record is not None:
+            self._count(state.record)
+
+    def skip_queued(self, states: Iterable[TaskState]) -> None:
+        """Every queued task of ``states`` skipped, counted once (a Stop of 100,000 queued tasks)."""
+        skipped = 0
+        for state in states:
+            if state.phase == "queued":
+                state.phase = "skipped"
+                skipped += 1
+        self.phases["queued"] -= skipped
+        self.phases["skipped"] += skipped
+
+    def _count(self, record: RunRecord) -> None:
+        status = str(record.status)
+        self.ended[status] = self.ended.get(status, 0) + 1
+        if record.input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + record.input_tokens
+        if record.output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + record.output_tokens
+        if record.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + record.cost_usd
 
 
 def takes_row(factory: Callable[..., Any]) -> bool:

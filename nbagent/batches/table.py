@@ -7,6 +7,10 @@ writer. The table stays cheap at any size because what it shows is bounded: the 
 only when its text changed, so a batch of 100,000 tasks costs the front end what one of ten does
 (at most three values per refresh). Every text from a task, a model or a tool is escaped.
 
+"done" counts the tasks with a result (ended, or reused from an earlier attempt); the skipped
+ones are counted apart and leave their share of the bar empty, so a batch stopped with most of
+its tasks skipped never looks complete. The bar's green is successes only.
+
 Buttons do one thread-safe thing each: ``batch.interrupt("now")``, ``batch.interrupt(
 "after_current")``, or naming the task to open; the next refresh shows that task's run in the
 run view's static form (``nbagent.view.html.record_html``), live while it runs.
@@ -43,12 +47,17 @@ MARKS = {
     "unfinished": "?",
 }
 
+SKIP_MARK = MARKS["skipped"]
+
 STYLE = """<style>
 .nbb {font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px}
 .nbb-bar {height: 6px; background: #e5e7eb; border-radius: 3px; margin: 4px 0; overflow: hidden}
-.nbb-fill {height: 100%; background: #16a34a}
+.nbb-bar {display: flex}
+.nbb-fill {height: 100%; background: #16a34a} .nbb-fill-reused {background: #86efac}
+.nbb-fill-other {background: #f59e0b}
 .nbb-row {display: grid; grid-template-columns: 9em 1fr 9em 5em 6em 7em; gap: 6px;
   border-bottom: 1px solid #eee; padding: 1px 0}
+.nbb-scored {grid-template-columns: 9em 1fr 9em 5em 6em 7em 6em}
 .nbb-key {font-family: var(--jp-code-font-family, monospace); overflow: hidden}
 .nbb-task {overflow: hidden; white-space: nowrap; text-overflow: ellipsis}
 .nbb-s-success {color: #15803d} .nbb-s-error {color: #b91c1c} .nbb-s-interrupted {color: #b45309}
@@ -66,7 +75,7 @@ def _seconds(value: float | None) -> str:
 def progress_line(p: Progress) -> str:
     """The batch in one line of text (the terminal view, and the table's plain-text fallback)."""
     ended = ", ".join(f"{n} {status}" for status, n in sorted(p.ended.items()))
-    parts = [f"{p.done}/{p.total} done" + (f" ({ended})" if ended else "")]
+    parts = [f"{p.ran}/{p.total} done" + (f" ({ended})" if ended else "")]
     if p.reused:
         parts.append(f"{p.reused} reused")
     if p.skipped:
@@ -86,19 +95,36 @@ def progress_line(p: Progress) -> str:
 
 
 def head_html(p: Progress) -> str:
-    share = 0.0 if not p.total else 100.0 * p.done / p.total
     counts = " · ".join(
         f'<span class="nbb-s-{esc(status)}">{MARKS.get(status, "")} {n} {esc(status)}</span>'
         for status, n in sorted(p.ended.items())
     )
     return (
         f'<div class="nbb"><b>{esc(p.name or "batch")}</b> · {esc(p.state)} · '
-        f"<b>{p.done} / {p.total}</b> done{' · ' + counts if counts else ''}"
-        f"{f' · {p.reused} reused' if p.reused else ''}{f' · {p.skipped} skipped' if p.skipped else ''}"
+        f"<b>{p.ran} / {p.total}</b> done{' · ' + counts if counts else ''}"
+        f"{f' · {p.reused} reused' if p.reused else ''}"
+        f"{f' · {SKIP_MARK} {p.skipped} skipped' if p.skipped else ''}"
         f" · {p.running} running · {p.queued} queued<div>tokens {esc(count(_total(p)))}"
-        f"{f' · ${p.cost_usd:.4f}' if p.cost_usd is not None else ''} · {esc(_seconds(p.elapsed_s))}"
+        f"{' · ' + esc(f'${p.cost_usd:.4f}') if p.cost_usd is not None else ''}"
+        f" · {esc(_seconds(p.elapsed_s))}"
         f"{' · ETA ' + esc(_seconds(p.eta_s)) if p.eta_s is not None else ''}</div>"
-        f'<div class="nbb-bar"><div class="nbb-fill" style="width: {share:.1f}%"></div></div></div>'
+        f'<div class="nbb-bar">{_bar(p)}</div></div>'
+    )
+
+
+def _bar(p: Progress) -> str:
+    """Successes green, reused light green, other ends amber; skipped and queued tasks empty."""
+    if not p.total:
+        return ""
+    success = p.ended.get("success", 0)
+    other = sum(p.ended.values()) - success
+    parts = [
+        ("nbb-fill", success),
+        ("nbb-fill nbb-fill-reused", p.reused),
+        ("nbb-fill nbb-fill-other", other),
+    ]
+    return "".join(
+        f'<div class="{css}" style="width: {100.0 * n / p.total:.1f}%"></div>' for css, n in parts if n
     )
 
 
@@ -106,47 +132,60 @@ def _total(p: Progress) -> int | None:
     return None if p.input_tokens is None else p.input_tokens + (p.output_tokens or 0)
 
 
-def _row(key: str, task: str, status: str, steps: str, seconds: str, tokens: str) -> str:
+def _row(
+    key: str, task: str, status: str, steps: str, seconds: str, tokens: str, score: str | None, css: str = ""
+) -> str:
+    """One row of cells; ``score`` is ``None`` when the batch has no score (no such column)."""
+    css = f"nbb-row{' nbb-scored' if score is not None else ''}{' ' + css if css else ''}"
     return (
-        f'<div class="nbb-row"><span class="nbb-key">{esc(shorten(key, 14))}</span>'
+        f'<div class="{css}"><span class="nbb-key">{esc(shorten(key, 14))}</span>'
         f'<span class="nbb-task">{esc(shorten(task, 90))}</span>'
         f'<span class="nbb-s-{esc(status)}">{MARKS.get(status, "")} {esc(status)}</span>'
-        f"<span>{esc(steps)}</span><span>{esc(seconds)}</span><span>{esc(tokens)}</span></div>"
+        f"<span>{esc(steps)}</span><span>{esc(seconds)}</span><span>{esc(tokens)}</span>"
+        f"{'' if score is None else f'<span>{esc(score)}</span>'}</div>"
     )
+
+
+def _score_text(state: TaskState) -> str:
+    """A task's score as its cell shows it: NA when there is none (a run cut short, a failed
+    scorer: ``score_error`` says which)."""
+    if state.score is None:
+        return "NA" if state.score_error is None else "NA (error)"
+    return shorten(repr(state.score), 20)
 
 
 def rows_html(batch: Batch, now: float) -> str:
     """The running rows and the latest ended ones (bounded, whatever the batch's size)."""
     running = batch.running()
+    scored = batch.score is not None
     lines = [
         '<div class="nbb">',
-        '<div class="nbb-row nbb-h"><span>task</span><span></span><span>status</span>'
-        "<span>steps</span><span>time</span><span>tokens</span></div>",
+        _row("key", "task", "status", "steps", "time", "tokens", "score" if scored else None, "nbb-h"),
     ]
     for state in running[:RUNNING_SHOWN]:
-        lines.append(_live_row(state, now))
+        lines.append(_live_row(state, now, scored))
     if len(running) > RUNNING_SHOWN:
         lines.append(f"<div>… and {len(running) - RUNNING_SHOWN} more running</div>")
     for state in batch.latest()[:ENDED_SHOWN]:
         record = state.record
         if record is None:
             continue
-        score = "" if batch.score is None else f" · score {shorten(repr(state.score), 20)}"
         lines.append(
             _row(
                 state.item.key,
-                state.item.task + score,
+                state.item.task,
                 str(record.status),
                 str(len(record.steps)),
                 _seconds(record.duration_s),
                 count(record.total_tokens),
+                _score_text(state) if scored else None,
             )
         )
     lines.append("</div>")
     return "".join(lines)
 
 
-def _live_row(state: TaskState, now: float) -> str:
+def _live_row(state: TaskState, now: float, scored: bool) -> str:
     run = state.run
     steps, tokens = "?", "?"
     try:
@@ -156,7 +195,9 @@ def _live_row(state: TaskState, now: float) -> str:
     if record is not None:
         steps, tokens = str(len(record.steps)), count(record.total_tokens)
     elapsed = None if state.started is None else now - state.started
-    return _row(state.item.key, state.item.task, "running", steps, _seconds(elapsed), tokens)
+    return _row(
+        state.item.key, state.item.task, "running", steps, _seconds(elapsed), tokens, "" if scored else None
+    )
 
 
 class BatchTable:

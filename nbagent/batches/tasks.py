@@ -2,8 +2,10 @@
 
 Each item keeps the task text, the row it came from (its other columns: an id, the expected
 answer) and the key a resume finds it by. The key is the ``key`` column when there is one (an
-``id`` column by default), else the task text; the same text twice gets ``text#2`` so each
-occurrence is its own task. Bad input fails here, before anything runs, naming the row.
+``id`` column by default), else the task text; the same text again gets ``text#2`` (``#3``...),
+a suffix no task's own text has, so each occurrence is its own task and no two keys are one (the
+tasks ``["a", "a", "a#2"]`` are keyed ``a``, ``a#3``, ``a#2``). Bad input fails here, before
+anything runs, naming the row.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ TASK_COLUMN = "task"
 DEFAULT_KEY = "id"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskItem:
     """One task of a batch."""
 
@@ -62,6 +64,18 @@ def _missing(value: Any) -> bool:
         return False
 
 
+def _fresh_key(text: str, seen: dict[str, int], texts: set[str]) -> str:
+    """``text#n`` for the next ``n`` that is neither a task's own text nor a key given already."""
+    count = seen[text]
+    while True:
+        count += 1
+        name = f"{text}#{count}"
+        if name not in texts and name not in seen:
+            seen[text] = count
+            seen[name] = seen.get(name, 1)
+            return name
+
+
 def task_items(tasks: Any, *, key: str | None = None) -> list[TaskItem]:
     """``tasks`` as items. ``key`` names the column that identifies a task (default: ``id`` when
     every row has one); a key given twice is an error, as a resume could not tell the two apart."""
@@ -70,6 +84,9 @@ def task_items(tasks: Any, *, key: str | None = None) -> list[TaskItem]:
         key = DEFAULT_KEY
     items: list[TaskItem] = []
     seen: dict[str, int] = {}
+    texts = (
+        set() if key is not None else {row[TASK_COLUMN] for row in rows if isinstance(row[TASK_COLUMN], str)}
+    )
     for index, row in enumerate(rows):
         text = row[TASK_COLUMN]
         if not isinstance(text, str):
@@ -83,9 +100,10 @@ def task_items(tasks: Any, *, key: str | None = None) -> list[TaskItem]:
             if name in seen:
                 raise ValueError(f"tasks {seen[name]} and {index} have the same {key!r}: {name!r}")
             seen[name] = index
+        elif text not in seen:
+            seen[text] = 1
+            name = text
         else:
-            count = seen.get(text, 0) + 1
-            seen[text] = count
-            name = text if count == 1 else f"{text}#{count}"
+            name = _fresh_key(text, seen, texts)
         items.append(TaskItem(index, name, text, row))
     return items

@@ -11,6 +11,11 @@ and anywidget are installed, else an ipywidgets ``SelectMultiple`` with one line
 send a selection as a widget state update, which the kernel handles while idle (a click never
 waits on a running cell; see docs/architecture.md). The callbacks may run on a kernel thread other
 than the main one; each only sets widget values, and a lock keeps two of them from interleaving.
+
+The controls always say what is shown: ``filter(...)`` and ``pick(...)`` from code set the menus,
+the text, the dates and the picked rows as a user would have (without firing their callbacks),
+so the table never reads "(any)" over a filtered page. A page wider than the output scrolls
+sideways instead of losing its right-hand columns.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ from nbagent.explore.query import SORTABLE, Page, RunQuery, RunSource, run_sourc
 __all__ = ["RunBrowser", "browse"]
 
 ANY = "(any)"
+_ONE_LINE = [
+    {"targets": [0, 1, 2, 3, 4, 6, 7, 8, 9, 10], "className": "dt-body-nowrap"},
+    {"targets": 5, "width": "16em"},
+]
+"""Every cell on one line but the task's (column 5), which wraps in a column of its own width;
+a page still wider than the output scrolls sideways (its container has a scrollbar)."""
 TableKind = Literal["auto", "itables", "select"]
 
 
@@ -43,7 +54,7 @@ def _day_start(day: date | None) -> datetime | None:
 def _display_rows(page: Page) -> Any:
     """The page as the table shows it: short ids, readable times and numbers."""
     rows = page.rows.copy()
-    rows["run_id"] = rows["run_id"].str.slice(0, 12)
+    rows["run_id"] = rows["run_id"].str.slice(0, 8)
     rows["started_at"] = rows["started_at"].dt.strftime("%Y-%m-%d %H:%M:%S")
     rows["task"] = rows["task"].str.slice(0, 80)
     rows["duration_s"] = rows["duration_s"].round(2)
@@ -78,7 +89,7 @@ class RunBrowser:
         if table not in ("auto", "itables", "select"):
             raise ValueError("table must be 'auto', 'itables' or 'select'")
         if table == "itables" and not _itables_available():
-            raise ImportError("table='itables' needs itables and anywidget: pip install itables anywidget")
+            raise ImportError("table='itables' needs itables: pip install 'nbagent-jupyter[explore]'")
         self.source = source
         self.table_kind: Literal["itables", "select"] = (
             "itables" if table == "itables" or (table == "auto" and _itables_available()) else "select"
@@ -121,8 +132,9 @@ class RunBrowser:
                 ordering=False,
                 layout={"topStart": None, "topEnd": None, "bottomStart": None, "bottomEnd": None},
                 showIndex=False,
-                classes="display compact nowrap",
+                classes="display compact",
                 style="width: 100%; margin: 4px 0",
+                columnDefs=_ONE_LINE,
             )
             self.table.observe(self._on_itable_pick, names="selected_rows")
         else:
@@ -175,12 +187,41 @@ class RunBrowser:
         self._updating = True
         try:
             if self.table_kind == "itables":
-                self.table.update(_display_rows(self.page), selected_rows=[])
+                rows = _display_rows(self.page)
+                self.table.update(rows, selected_rows=self._picked_rows(), columnDefs=_ONE_LINE)
             else:
                 self.table.options = self._options()
+                self.table.index = tuple(self._picked_rows())
+            self._show_query()
         finally:
             self._updating = False
         self._show_info()
+
+    def _picked_rows(self) -> list[int]:
+        """The rows of this page that are picked."""
+        ids = self.page.rows["run_id"].tolist()
+        return [ids.index(run_id) for run_id in self.selected if run_id in ids]
+
+    def _show_query(self) -> None:
+        """Set the controls to the query (call with ``_updating`` set: no callback fires)."""
+        query = self.query
+        for control, value in (
+            (self.status, query.status),
+            (self.agent, query.agent),
+            (self.model, query.model),
+        ):
+            shown = ANY if value is None else value
+            if shown not in control.options:  # e.g. a model no stored run has (yet)
+                control.options = [*control.options, shown]
+            control.value = shown
+        self.text.value = query.text or ""
+        self.since.value = None if query.since is None else query.since.date()
+        until = query.until
+        if until is not None and until.time() == time() and until.tzinfo is not None:
+            until -= timedelta(days=1)  # the menu's day "to" includes that day: the query ends after it
+        self.until.value = None if until is None else until.date()
+        self.sort.value = query.sort
+        self.descending.value = query.descending
 
     @property
     def shown_html(self) -> str:
@@ -204,9 +245,18 @@ class RunBrowser:
             return self.page
 
     def pick(self, run_ids: list[str]) -> None:
-        """Open one run, or compare two (as picking rows in the table does)."""
+        """Open one run, or compare two (as picking rows in the table does); the picked rows of
+        the page are highlighted."""
         with self._lock:
             self.selected = list(run_ids)
+            self._updating = True
+            try:
+                if self.table_kind == "itables":
+                    self.table.selected_rows = self._picked_rows()
+                else:
+                    self.table.index = tuple(self._picked_rows())
+            finally:
+                self._updating = False
             if len(run_ids) == 1:
                 from nbagent.view.html import record_html
 
@@ -225,6 +275,9 @@ class RunBrowser:
     # -- widget callbacks (any kernel thread) ------------------------------------------------------
 
     def _on_filter(self, _change: dict[str, Any]) -> None:
+        if self._updating:  # the controls are being set to the query: nothing new to ask
+            return
+
         def value(control: Any) -> Any:
             return None if control.value in (ANY, "") else control.value
 

@@ -6,6 +6,9 @@ and order (the second ``search`` call of A with the second ``search`` call of B)
 or extra call shows as such instead of shifting every later pair. What differs is marked: a
 step's model text, a call's arguments, result or outcome, a step only one side has, and the
 deltas of tokens, time and cost (B minus A; an unknown count gives an unknown delta, never 0).
+A run whose usage is incomplete (a step cut by a Stop before its usage arrived) has token and
+cost totals that are only the known part, a lower bound: their deltas are unknown too, never a
+definite number, and ``usage_note`` says why (the HTML shows such a total as "≥ n").
 
 ``compare`` returns a ``Comparison`` that Jupyter shows as HTML, each side drawn with the run
 view's own step panels (``nbagent.view.html.step_html``); ``compare_frame`` gives the same
@@ -31,6 +34,30 @@ __all__ = ["CallPair", "Comparison", "StepPair", "compare", "compare_frame"]
 
 def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else b - a
+
+
+USAGE_MEASURES = ("input_tokens", "output_tokens", "total_tokens", "cost_usd")
+"""Measures summed from the steps' usage: only a lower bound when a step's usage is unknown."""
+
+
+def _why_unknown(step: StepRecord) -> str:
+    if step.interrupted:
+        return "cut by a Stop"
+    if step.error is not None:
+        return "the step failed"
+    return "not reported"
+
+
+def missing_usage(record: RunRecord, side: str | None = None) -> str | None:
+    """Why ``record``'s token and cost totals are partial (``None``: they are complete)."""
+    unknown = [s for s in record.steps if not s.usage_known]
+    if not unknown:
+        return None
+    steps = ", ".join(f"step {s.number} ({_why_unknown(s)})" for s in unknown[:5])
+    if len(unknown) > 5:
+        steps += f" and {len(unknown) - 5} more"
+    whose = f"{side}'s" if side else "the"
+    return f"{whose} token counts are partial: usage unknown for {steps}"
 
 
 @dataclass
@@ -95,10 +122,30 @@ class StepPair:
         return found
 
     def delta(self, name: str) -> float | None:
-        """B minus A of a step measure (``input_tokens``, ``output_tokens``, ``duration_s``)."""
+        """B minus A of a step measure (``input_tokens``, ``output_tokens``, ``duration_s``);
+        ``None`` when either side is unknown, or for a token count, only partly known."""
         if self.a is None or self.b is None:
             return None
+        if name in USAGE_MEASURES and not self.usage_complete:
+            return None
         return _delta(getattr(self.a, name), getattr(self.b, name))
+
+    @property
+    def usage_complete(self) -> bool:
+        """Both steps exist and both know their whole usage (so token deltas are definite)."""
+        return self.a is not None and self.b is not None and self.a.usage_known and self.b.usage_known
+
+    @property
+    def usage_note(self) -> str | None:
+        """Why the step's token deltas are unknown (``None`` when they are known or a side is missing)."""
+        if self.a is None or self.b is None:
+            return None
+        notes = [
+            f"usage of {side} unknown ({_why_unknown(step)})"
+            for side, step in (("A", self.a), ("B", self.b))
+            if not step.usage_known
+        ]
+        return "; ".join(notes) or None
 
 
 def pair_steps(a: RunRecord, b: RunRecord) -> list[StepPair]:
@@ -125,10 +172,25 @@ class Comparison:
     steps: list[StepPair]
 
     def delta(self, name: str) -> float | None:
-        """B minus A of a run measure (``RUN_MEASURES``, or ``n_steps``)."""
+        """B minus A of a run measure (``RUN_MEASURES``, or ``n_steps``). ``None`` (unknown) when
+        either side is unknown, and for tokens and cost when either run's usage is incomplete:
+        a partial sum is a lower bound, and the difference of two is no definite number."""
         if name == "n_steps":
             return len(self.b.steps) - len(self.a.steps)
+        if name in USAGE_MEASURES and not self.usage_complete:
+            return None
         return _delta(getattr(self.a, name), getattr(self.b, name))
+
+    @property
+    def usage_complete(self) -> bool:
+        """Both runs know the usage of every step, so their token and cost deltas are definite."""
+        return self.a.usage_complete and self.b.usage_complete
+
+    @property
+    def usage_note(self) -> str | None:
+        """Why the token and cost deltas are unknown (``None`` when they are known)."""
+        notes = [missing_usage(self.a, "A"), missing_usage(self.b, "B")]
+        return "; ".join(n for n in notes if n) or None
 
     @property
     def differences(self) -> list[str]:
@@ -173,8 +235,11 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
     ``in_baseline``, ``in_run`` (the step exists there), each measure of the run or step
     (``input_tokens``, ``output_tokens``, ``duration_s``; at run level also ``total_tokens``,
     ``cost_usd``, ``n_steps``, ``status``), its ``*_delta`` (run minus baseline, ``<NA>`` when
-    either side is unknown) and ``differences`` (the marked differences, ``"; "``-joined). The
-    baseline's own rows compare it with itself."""
+    either side is unknown, and for tokens and cost when either side's usage is incomplete),
+    ``usage_complete`` (this run's or step's usage is known in full: its token counts are not
+    just a lower bound), ``usage_note`` (why token and cost deltas are ``<NA>``: whose usage is
+    unknown, in which step, and why) and ``differences`` (the marked differences, ``"; "``-joined).
+    The baseline's own rows compare it with itself."""
     import pandas as pd
 
     from nbagent.explore.lookup import find_record
@@ -196,6 +261,8 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
             "status": run.status,
             "n_steps": len(run.steps),
             "n_steps_delta": comparison.delta("n_steps"),
+            "usage_complete": run.usage_complete,
+            "usage_note": comparison.usage_note,
         }
         for name in RUN_MEASURES:
             row[name] = getattr(run, name)
@@ -215,6 +282,8 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
             for name in ("input_tokens", "output_tokens", "duration_s"):
                 row[name] = None if step is None else getattr(step, name)
                 row[f"{name}_delta"] = pair.delta(name)
+            row["usage_complete"] = None if step is None else step.usage_known
+            row["usage_note"] = pair.usage_note
             row["differences"] = "; ".join(pair.differences)
             rows.append(row)
     frame = pd.DataFrame(rows)
@@ -238,6 +307,8 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
         "duration_s_delta": "Float64",
         "cost_usd": "Float64",
         "cost_usd_delta": "Float64",
+        "usage_complete": "boolean",
+        "usage_note": "string",
         "differences": "string",
     }
     for name, dtype in dtypes.items():

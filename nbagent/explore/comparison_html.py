@@ -4,26 +4,40 @@ Each side is drawn with the run view's own pieces (``head_html``, ``step_html`` 
 ``nbagent.view.html``), so a step looks exactly as it did live; the comparison only adds the
 frame around them: a column per run, and under each step pair the list of what differs, or
 "same" when nothing does. Every string was escaped by those pieces or is escaped here.
+
+Its selectors outrank JupyterLab's output table rules (``.jp-RenderedHTMLCommon td`` aligns
+cells right and stripes rows), so the comparison reads the same in JupyterLab, in a widget and
+in a saved page: text left, numbers of the totals right.
 """
 
 from __future__ import annotations
 
-from nbagent.explore.comparison import Comparison, StepPair
+from nbagent.explore.comparison import USAGE_MEASURES, Comparison, StepPair
+from nbagent.records import RunRecord
 from nbagent.view.html import STYLE, count, esc, head_html, seconds, step_html, total_style
 
 COMPARE_STYLE = """<style>
 .nbagent-compare { max-width: 1400px; margin: 4px 0; border-collapse: collapse; width: 100%;
   table-layout: fixed; font-family: var(--jp-ui-font-family, -apple-system, "Segoe UI", Roboto, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
-.nbagent-compare td, .nbagent-compare th { vertical-align: top; padding: 0 4px; text-align: left; }
+.nbagent-comparison .nbagent-compare > tbody > tr > td,
+.nbagent-comparison .nbagent-compare > tbody > tr > th {
+  vertical-align: top; padding: 0 4px; text-align: left; }
+.nbagent-comparison .nbagent-compare > tbody > tr:nth-child(n),
+.nbagent-comparison .nbagent-totals > tbody > tr:nth-child(n) { background: transparent; }
+.nbagent-comparison { line-height: 1.4; }
 .nbagent-compare .nbagent-run { max-width: none; margin: 0; }
 .nbagent-totals { border-collapse: collapse; margin: 4px 0 8px; font-size: 12px; }
-.nbagent-totals td, .nbagent-totals th { padding: 2px 10px; border-bottom: 1px solid
-  var(--jp-border-color3, rgba(128,128,128,.2)); text-align: right; }
-.nbagent-totals th:first-child, .nbagent-totals td:first-child { text-align: left; }
+.nbagent-comparison .nbagent-totals > tbody > tr > td,
+.nbagent-comparison .nbagent-totals > tbody > tr > th { padding: 2px 10px;
+  border-bottom: 1px solid var(--jp-border-color3, rgba(128,128,128,.2));
+  text-align: right; vertical-align: top; }
+.nbagent-comparison .nbagent-totals > tbody > tr > th:first-child,
+.nbagent-comparison .nbagent-totals > tbody > tr > td:first-child { text-align: left; }
 .nbagent-diff { font-size: 12px; padding: 2px 12px 8px; color: var(--jp-warn-color1, #a65c00); }
 .nbagent-same { font-size: 12px; padding: 2px 12px 8px; color: var(--jp-ui-font-color2, #777); }
 .nbagent-missing { padding: 8px 12px; font-style: italic; color: var(--jp-ui-font-color2, #777); }
+.nbagent-partial { font-size: 12px; margin: 0 0 6px; color: var(--jp-warn-color1, #a65c00); }
 .nbagent-changed { background: rgba(255,152,0,.10); }
 </style>"""
 
@@ -34,7 +48,7 @@ def _number(value: float | None, measure: str) -> str:
     if measure == "duration_s":
         return seconds(abs(value)) if value >= 0 else f"-{seconds(-value)}"
     if measure == "cost_usd":
-        return f"${value:.4f}"
+        return esc(f"${value:.4f}")
     return count(int(value))
 
 
@@ -47,28 +61,41 @@ def _signed(value: float | None, measure: str) -> str:
     return text if text.startswith("-") else f"+{text}"
 
 
+def _total(record: RunRecord, measure: str) -> str:
+    """A run's total; a token or cost sum of a run with unknown step usage is a lower bound."""
+    value = getattr(record, measure)
+    text = _number(value, measure)
+    if value is not None and measure in USAGE_MEASURES and not record.usage_complete:
+        return f"≥ {text}"
+    return text
+
+
 def totals_html(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    rows = [("steps", len(a.steps), len(b.steps), comparison.delta("n_steps"), "n_steps")]
+    note = comparison.usage_note
+    title = f' title="{esc(note)}"' if note else ""
+    steps = _signed(comparison.delta("n_steps"), "n_steps")
+    rows = [f"<tr><td>steps</td><td>{len(a.steps)}</td><td>{len(b.steps)}</td><td>{steps}</td></tr>"]
     for label, measure in (
         ("tokens in", "input_tokens"),
         ("tokens out", "output_tokens"),
         ("time", "duration_s"),
         ("cost", "cost_usd"),
     ):
-        rows.append((label, getattr(a, measure), getattr(b, measure), comparison.delta(measure), measure))
-    body = "".join(
-        f"<tr><td>{esc(label)}</td><td>{_number(va, m)}</td><td>{_number(vb, m)}</td>"
-        f"<td>{_signed(d, m)}</td></tr>"
-        for label, va, vb, d, m in rows
-    )
+        delta = _signed(comparison.delta(measure), measure)
+        cell = f"<td{title}>{delta}</td>" if measure in USAGE_MEASURES else f"<td>{delta}</td>"
+        rows.append(
+            f"<tr><td>{esc(label)}</td><td>{_total(a, measure)}</td><td>{_total(b, measure)}</td>{cell}</tr>"
+        )
+    body = "".join(rows)
     status = (
         f"<tr><td>status</td><td>{esc(a.status)}</td><td>{esc(b.status)}</td>"
         f"<td>{'=' if a.status == b.status else '≠'}</td></tr>"
     )
+    partial = f'<div class="nbagent-partial">? {esc(note)}: their token and cost deltas are unknown</div>'
     return (
         '<table class="nbagent-totals"><tr><th></th><th>A</th><th>B</th><th>B − A</th></tr>'
-        f"{status}{body}</table>"
+        f"{status}{body}</table>{partial if note else ''}"
     )
 
 

@@ -7,9 +7,13 @@ and the per-run step counts and token sums are computed for the rows of that pag
 (correlated subqueries over the steps' primary key). History (this process's runs, at most
 ``history_limit``) is small enough for pandas over ``runs_frame``.
 
-Reading a store here never goes through its writer: each query opens its own SQLite connection
-with ``mode=ro``, so browsing can neither lock out a live run's writes nor change the file.
+Reading a store here never goes through its writer: each query opens its own read-only SQLite
+connection (``mode=ro``, or ``immutable=1`` in a read-only folder, as ``RunStore(readonly=True)``
+opens one), so browsing can neither lock out a live run's writes nor change the file.
 Filter values are always bound parameters; the sort column is checked against a fixed list.
+Text search folds case with Python's ``str.casefold`` on both sides, in SQL (a function of the
+read connection) as in pandas, so "ÉCOLE" finds "école" in a store as in history (SQLite's own
+``LIKE`` folds ASCII letters only).
 A run still marked ``running`` whose writer process is gone is shown as ``unfinished``, as
 ``RunStore`` reads it.
 """
@@ -101,9 +105,26 @@ class RunSource(Protocol):
     def record(self, run_id: str) -> RunRecord: ...
 
 
-def _like(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+def fold(text: str | None) -> str | None:
+    """``text`` with its case folded for a case-insensitive search (``None`` stays ``None``)."""
+    return None if text is None else str(text).casefold()
+
+
+_NOT_ASCII = f"*[^{chr(1)}-{chr(127)}]*"
+"""A GLOB pattern for text with a character past ASCII (or a NUL)."""
+
+
+def _contains(column: str, folded: str) -> tuple[str, list[Any]]:
+    """SQL for "``column``, case folded, contains ``folded``", and its parameters.
+
+    Folding in Python costs a call per row, so it runs on the rows that need it only: text that
+    is all ASCII folds as SQLite's ``LIKE`` does (ASCII letters), and a match of an ASCII needle
+    by ``LIKE`` is a match after folding too, since folding works character by character."""
+    folded_match = f"({column} GLOB ? AND instr(nbagent_fold({column}), ?))"
+    if not folded.isascii():
+        return folded_match, [_NOT_ASCII, folded]
+    escaped = folded.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"({column} LIKE ? ESCAPE '\\' OR {folded_match})", [f"%{escaped}%", _NOT_ASCII, folded]
 
 
 def _frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
@@ -136,7 +157,11 @@ class StoreRuns:
         self.path = Path(self.store.path)
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        from nbagent.analytics.store.file import connect
+
+        conn = connect(self.path, readonly=True, timeout=10, synchronous="NORMAL")
+        conn.create_function("nbagent_fold", 1, fold, deterministic=True)
+        return conn
 
     @staticmethod
     def _where(query: RunQuery) -> tuple[str, list[Any]]:
@@ -159,11 +184,11 @@ class StoreRuns:
             clauses.append("started_at < ?")
             params.append(iso(query.until))
         if query.text:
-            clauses.append(
-                "(task LIKE ? ESCAPE '\\' OR output LIKE ? ESCAPE '\\' OR error LIKE ? ESCAPE '\\'"
-                " OR run_id LIKE ? ESCAPE '\\')"
-            )
-            params.extend([_like(query.text)] * 4)
+            matches = [
+                _contains(column, fold(query.text)) for column in ("task", "output", "error", "run_id")
+            ]
+            clauses.append("(" + " OR ".join(sql for sql, _ in matches) + ")")
+            params.extend(value for _, values in matches for value in values)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
     @staticmethod
@@ -261,7 +286,7 @@ class RecordRuns:
                 + frame["error"].fillna("")
                 + "\n"
                 + frame["run_id"].fillna("")
-            ).str.lower()
+            ).str.casefold()
         )
 
     def page(self, query: RunQuery) -> Page:
@@ -278,7 +303,7 @@ class RecordRuns:
         if query.until is not None:
             mask &= frame["started_at"] < pd.Timestamp(iso(query.until))
         if query.text:
-            mask &= frame["_search"].str.contains(query.text.lower(), regex=False)
+            mask &= frame["_search"].str.contains(fold(query.text), regex=False)
         chosen = frame[mask.fillna(False).astype(bool)]
         chosen = chosen.sort_values(
             [query.sort, "run_id"], ascending=not query.descending, na_position="last", kind="stable"

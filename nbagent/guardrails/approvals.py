@@ -82,6 +82,9 @@ class Decision:
     reason: str | None = None
     at: float = 0.0
     """``time.perf_counter()`` when it was decided."""
+    value: Any = None
+    """The answer given with an approval (``run.resume``, ``run.edit``): edited arguments, or the
+    value a LangGraph ``interrupt()`` resumes with; ``None`` for a plain approve."""
 
     @property
     def approved(self) -> bool:
@@ -99,6 +102,9 @@ class PendingApproval:
     requested_t: float = field(repr=False)
     _future: asyncio.Future[Decision] = field(repr=False)
     _decided: bool = field(default=False, repr=False)
+    form: dict[str, Any] | None = None
+    """``None`` for a tool call; for a LangGraph interrupt, what it asks: ``{"kind": "approval",
+    "allowed": [...]}`` or ``{"kind": "text"}`` (the view shows the matching controls)."""
 
 
 class Approvals:
@@ -124,11 +130,13 @@ class Approvals:
         with self._lock:
             return list(self._pending.values())
 
-    def request(self, ctx: Any, call_id: str, tool: str, arguments: Any) -> None:
+    def request(
+        self, ctx: Any, call_id: str, tool: str, arguments: Any, form: dict[str, Any] | None = None
+    ) -> None:
         """Report that the started call ``call_id`` waits for a decision (loop thread)."""
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
-        pending = PendingApproval(call_id, tool, arguments, ctx.step, now, loop.create_future())
+        pending = PendingApproval(call_id, tool, arguments, ctx.step, now, loop.create_future(), form=form)
         with self._lock:
             self._loop, self._ctx = loop, ctx
             self._pending[call_id] = pending
@@ -162,8 +170,11 @@ class Approvals:
         with self._lock:
             self._pending.clear()
 
-    def decide(self, call_id: str, decision: ev.Approval, reason: str | None = None) -> bool:
-        """Decide a pending call; True if this decision counts (the first one). Any thread."""
+    def decide(
+        self, call_id: str, decision: ev.Approval, reason: str | None = None, value: Any = None
+    ) -> bool:
+        """Decide a pending call; True if this decision counts (the first one). Any thread.
+        ``value`` goes with an approval of a request that takes one (``PendingApproval.form``)."""
         if decision not in ("approved", "denied", "timed_out"):
             raise ValueError(f"decision must be 'approved', 'denied' or 'timed_out', not {decision!r}")
         if reason is not None and not isinstance(reason, str):
@@ -176,7 +187,7 @@ class Approvals:
             if ctx is not None and ctx.scope.interrupted:  # stopped: the call will never run
                 return False
             pending._decided = True
-        result = Decision(decision, reason or None, time.perf_counter())
+        result = Decision(decision, reason or None, time.perf_counter(), value)
 
         def settle() -> None:
             # Reported when decided, not when the agent reads the decision: a call decided while

@@ -8,14 +8,18 @@ then ends with the status ``"limit"`` and ``stop_reason`` naming the limit.
 
 When each limit is checked, so it is not overshot by a whole reply:
 
-- tokens and cost: as usage arrives and, while a reply streams, against the text streamed so far
-  (an estimate, about four characters a token; a reply's reported usage replaces it). A step cut
-  by a token or cost limit keeps its streamed output count, marked ``usage_source="estimated"``.
+- tokens and cost: as usage arrives and, while a reply streams, against the text and tool-call
+  arguments streamed so far (an estimate, about four characters a token; a reply's reported
+  usage replaces it). A step cut by a token or cost limit keeps its streamed output count,
+  marked ``usage_source="estimated"``.
   Input tokens are also checked before a request is sent, against an estimate of the prompt
   (``events.ModelCallStarting``, sent by the native agent), and again when the server reports them;
 - ``max_seconds``: a timer on the loop; the time tool calls wait for a person's approval does not
   count (``max_wait_seconds`` bounds that wait instead), nor does time queued behind another run;
-- ``max_tool_calls``: when one call more than allowed starts (it is stopped before it runs);
+- ``max_tool_calls``: when one call more than allowed starts (it is stopped before it runs). A
+  source whose tools run on a thread of their own (smolagents) asks ``tool_call_allowed`` on that
+  thread before each call runs, as events reach the loop too late to hold a call that is already
+  running;
 - ``max_steps``: after that many steps, at the step boundary (a final answer in the last allowed
   step still succeeds). An agent's own ``max_steps`` still ends the run ``"max_steps"``.
 
@@ -29,14 +33,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nbagent import events as ev
 from nbagent.runtime.cancel import CancelScope, InterruptMode
-
-"""Every ``stop_reason`` a tripped limit may give."""
 
 
 @dataclass(frozen=True)
@@ -164,9 +169,22 @@ def check_priced(limits: Limits | None, model: str) -> Rates | None:
     return Rates(per_input / 1e6, per_output / 1e6)
 
 
+_tool_budgets: weakref.WeakKeyDictionary[CancelScope, LimitWatcher] = weakref.WeakKeyDictionary()
+"""The watcher of each live run with a ``max_tool_calls``, by the run's scope."""
+
+
+def tool_call_allowed(scope: CancelScope | None, refused: Callable[[str], None] | None = None) -> bool:
+    """Count one tool call that is about to run in the run of ``scope``, from the thread that runs
+    it; False when it goes over the run's ``max_tool_calls``: the call must not run, and the run is
+    stopped, right after ``refused(message)`` (the source's last word on the call before the Stop).
+    True with no such limit, or outside a run. Any thread."""
+    watcher = _tool_budgets.get(scope) if scope is not None else None
+    return watcher is None or watcher.claim_tool_call(refused)
+
+
 class LimitWatcher:
     """Watches one run's events and trips its scope when a limit is crossed. Loop thread only,
-    except ``start``/``stop`` (also on the loop)."""
+    except ``start``/``stop`` (also on the loop) and ``claim_tool_call`` (any thread)."""
 
     def __init__(self, limits: Limits, scope: CancelScope, rates: Rates | None, task: str = "") -> None:
         self.limits = limits
@@ -183,6 +201,13 @@ class LimitWatcher:
         """Per step: the estimated prompt of a request whose input was not reported yet."""
         self.usage_steps: set[int] = set()
         self.tool_calls = 0
+        """Tool calls reported by events (``ToolCallStarted``)."""
+        self.claimed_calls = 0
+        """Tool calls counted before they ran, by a source that runs them on its own thread."""
+        self._claims = threading.Lock()
+        if limits.max_tool_calls is not None:
+            _tool_budgets[scope] = self
+        self._token_limits = tuple(name for name in self._TOKENS if getattr(limits, name) is not None)
         self.steps = 0
         self.pending: set[str] = set()
         self.queued = False
@@ -199,21 +224,26 @@ class LimitWatcher:
         """What the run has used so far, per limit name (estimates included). Reads only: safe to
         call from another thread for a display (a value may be a moment old)."""
         active_s, wait_s = self._clock_now()
-        streamed = sum(self.streamed.values())
-        prompt = sum(self.prompt.values())
         used: dict[str, float] = {
-            "max_input_tokens": self.input_tokens + prompt,
-            "max_output_tokens": self.output_tokens + streamed,
             "max_seconds": active_s,
             "max_wait_seconds": wait_s,
-            "max_tool_calls": self.tool_calls,
+            "max_tool_calls": max(self.tool_calls, self.claimed_calls),  # each call counts once
             "max_steps": self.steps,
         }
-        used["max_tokens"] = used["max_input_tokens"] + used["max_output_tokens"]
+        used.update(self._token_usage())
+        return used
+
+    def _token_usage(self) -> dict[str, float]:
+        """The token and cost figures alone: all a streamed piece needs checked."""
+        input_tokens = self.input_tokens + sum(self.prompt.values())
+        output_tokens = self.output_tokens + sum(self.streamed.values())
+        used = {
+            "max_input_tokens": input_tokens,
+            "max_output_tokens": output_tokens,
+            "max_tokens": input_tokens + output_tokens,
+        }
         if self.rates is not None:
-            used["max_cost_usd"] = (
-                used["max_input_tokens"] * self.rates.input + used["max_output_tokens"] * self.rates.output
-            )
+            used["max_cost_usd"] = input_tokens * self.rates.input + output_tokens * self.rates.output
         return used
 
     def _clock_now(self) -> tuple[float, float]:
@@ -230,16 +260,33 @@ class LimitWatcher:
         self.active_s, self.wait_s = self._clock_now()
         self._mark = time.perf_counter()
 
-    def _check(self, names: tuple[str, ...]) -> None:
-        names = tuple(name for name in names if getattr(self.limits, name) is not None)
+    def _check_tokens(self) -> None:
+        """Check the token and cost limits (on every streamed piece: only what they need)."""
+        names = self._token_limits
         if not names:  # the common case on every streamed token: no such limit is set
             return
-        used = self.used()
+        used = self._token_usage()
         for name in names:
             limit = getattr(self.limits, name)
             if used.get(name, 0) > limit:
                 self._trip(name, used[name], limit)
                 return
+
+    def claim_tool_call(self, refused: Callable[[str], None] | None = None) -> bool:
+        """Count a tool call before it runs (``tool_call_allowed``); False, and the run stopped,
+        when it is one more than ``max_tool_calls``. The same call's ``ToolCallStarted`` is not
+        counted again: the budget reads the larger of the two counts. Any thread."""
+        limit = self.limits.max_tool_calls
+        with self._claims:
+            self.claimed_calls += 1
+            claimed = self.claimed_calls
+        if limit is None or claimed <= limit:
+            return True
+        message = f"limit max_tool_calls reached: {claimed} of {limit}"
+        if refused is not None:
+            refused(message)
+        self.scope.trip("max_tool_calls", message)
+        return False
 
     def _trip(self, name: str, used: float, limit: float, mode: InterruptMode = "now") -> None:
         if self.message is not None or self.scope.closed:
@@ -266,11 +313,11 @@ class LimitWatcher:
 
     def __call__(self, event: ev.RunEvent) -> None:
         kind = type(event)
-        if kind is ev.TextDelta:
+        if kind is ev.TextDelta or kind is ev.ToolArgumentsDelta:
             tokens = estimate_tokens(event.text)  # type: ignore[attr-defined]
             if tokens:
                 self.streamed[event.step] = self.streamed.get(event.step, 0) + tokens
-                self._check(self._TOKENS)
+                self._check_tokens()
         elif kind is ev.Usage:
             self.usage_steps.add(event.step)
             self.streamed.pop(event.step, None)
@@ -279,16 +326,18 @@ class LimitWatcher:
             self.output_tokens += event.output_tokens or 0  # type: ignore[attr-defined]
             if event.input_tokens is not None:  # type: ignore[attr-defined]
                 self.next_prompt = event.input_tokens + (event.output_tokens or 0)  # type: ignore[attr-defined]
-            self._check(self._TOKENS)
+            self._check_tokens()
         elif kind is ev.ModelCallStarting:
             self.prompt[event.step] = event.prompt_tokens  # type: ignore[attr-defined]
-            self._check(self._TOKENS)
+            self._check_tokens()
         elif kind is ev.ToolCallStarted:
             self.tool_calls += 1
-            self._check(("max_tool_calls",))
+            limit = self.limits.max_tool_calls
+            if limit is not None and self.tool_calls > limit:  # events only: a claim trips itself
+                self._trip("max_tool_calls", self.tool_calls, limit)
         elif kind is ev.StepStarted:
             self.prompt[event.step] = self.next_prompt  # replaced by the source's own estimate
-            self._check(self._TOKENS)
+            self._check_tokens()
             self.steps += 1
             if self.limits.max_steps is not None and self.steps > self.limits.max_steps:
                 self.steps -= 1  # the step that would break the budget does not count

@@ -5,7 +5,7 @@ budgets, and the estimated usage a step cut by a budget keeps. A base of ``Run``
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.guardrails.approvals import Approvals, PendingApproval
@@ -41,6 +41,33 @@ class RunGuards:
         """Refuse the pending call ``call_id``: it does not run, and the model sees "the user
         denied this call: <reason>"; True if it was pending and undecided. Any thread."""
         return self.approvals.decide(call_id, "denied", reason)
+
+    def resume(self, value: Any, call_id: str | None = None) -> bool:
+        """Answer the pending LangGraph ``interrupt()`` ``call_id`` (the only one pending when
+        ``None``) with ``value``: the graph goes on with it (``Command(resume=value)``), in this
+        run; True if it was pending and unanswered. Any thread."""
+        pending = self._interrupt(call_id, "text")
+        return self.approvals.decide(pending.call_id, "approved", value=value)
+
+    def edit(self, call_id: str | None, arguments: Any) -> bool:
+        """Approve the pending call ``call_id`` that a LangGraph interrupt reviews, with
+        ``arguments`` in place of the model's (an ``edit`` decision). Any thread."""
+        pending = self._interrupt(call_id, "approval")
+        if "edit" not in pending.form.get("allowed", ()):  # type: ignore[union-attr]
+            raise ValueError(f"the review of {pending.tool} does not allow editing its arguments")
+        return self.approvals.decide(pending.call_id, "approved", value=arguments)
+
+    def _interrupt(self, call_id: str | None, kind: str) -> PendingApproval:
+        pending = [p for p in self.approvals.pending if p.form is not None]
+        if call_id is not None:
+            pending = [p for p in pending if p.call_id == call_id]
+        if len(pending) != 1:
+            which = f"{call_id!r}" if call_id is not None else "one (pass its call_id)"
+            raise ValueError(f"no single pending interrupt to answer: {which}; see run.pending_approvals")
+        if pending[0].form.get("kind") != kind:  # type: ignore[union-attr]
+            use = "run.resume(value)" if kind == "approval" else "run.approve / run.deny / run.edit"
+            raise ValueError(f"{pending[0].call_id} asks for a {pending[0].form.get('kind')}: use {use}")  # type: ignore[union-attr]
+        return pending[0]
 
     def limits_used(self) -> dict[str, tuple[float, float]]:
         """Each set limit as ``(used so far, limit)`` (estimates included while a reply streams)."""

@@ -12,6 +12,7 @@ from nbagent.models.base import (
     ModelText,
     ModelUsage,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
 )
 from nbagent.models.scripted import Reply, ScriptedModel
@@ -30,6 +31,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "ToolCall",
+    "ToolCallDelta",
     "ToolSpec",
 ]
 

@@ -1,10 +1,11 @@
 """The model interface: what the native ``Agent`` needs from a language model.
 
 A model streams one reply to a chat. ``Model.stream(messages, tools)`` is an async iterator of
-parts: ``ModelText`` pieces as they arrive, complete ``ToolCall`` requests, ``ModelUsage`` (once
-or more; the agent adds them up) and ``ModelRetry`` notices while the model backs off before
-another attempt. Messages and tool specs use the OpenAI chat format (plain dicts), the lingua
-franca of local and hosted servers alike.
+parts: ``ModelText`` pieces as they arrive, ``ToolCallDelta`` pieces of tool-call arguments as
+they arrive (optional, but token budgets can only cut a reply of arguments that are streamed),
+complete ``ToolCall`` requests, ``ModelUsage`` (once or more; the agent adds them up) and
+``ModelRetry`` notices while the model backs off before another attempt. Messages and tool
+specs use the OpenAI chat format (plain dicts), the lingua franca of local and hosted servers.
 
 Closing the iterator (which a cancelled run does) must abort the call: an HTTP model drops its
 connection, the scripted model stops sleeping.
@@ -48,6 +49,14 @@ class ModelText:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a tool call's arguments (JSON text) as it streams; the whole call still comes
+    as a ``ToolCall`` once complete. Budgets count these pieces like text."""
+
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModelUsage:
     input_tokens: int | None
     output_tokens: int | None
@@ -61,7 +70,7 @@ class ModelRetry:
     reason: str
 
 
-ModelPart = ModelText | ToolCall | ModelUsage | ModelRetry
+ModelPart = ModelText | ToolCallDelta | ToolCall | ModelUsage | ModelRetry
 
 
 class Model(abc.ABC):

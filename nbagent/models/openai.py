@@ -16,6 +16,8 @@ typed errors; this module adds what a notebook needs on top:
   each wait it yields a ``ModelRetry`` (the live view shows "retrying in 2 s"), and the wait is an
   ``asyncio.sleep``, so a Stop during a backoff ends it at once. Only a reply that has not yet
   produced text is retried: once text reached the user, a retry would say it twice.
+- **Tool-call arguments stream** as ``ToolCallDelta`` pieces while the complete calls wait for
+  the end of the reply, so a token budget cuts a reply of arguments as it cuts text.
 - **Usage is reported.** ``stream_options.include_usage`` asks for the usage chunk; when a server
   sends usage early or on every chunk (running totals), the last one counts. A stream cut by a
   Stop has no usage, and the step's usage stays unknown: never a guess dressed as a count.
@@ -57,6 +59,7 @@ from nbagent.models.base import (
     ModelText,
     ModelUsage,
     ToolCall,
+    ToolCallDelta,
     ToolSpec,
     new_call_id,
 )
@@ -75,7 +78,7 @@ def _import_openai() -> Any:
         import openai
     except ImportError as exc:
         raise ImportError(
-            "OpenAIChatModel needs the openai package, an optional extra: pip install 'nbagent[openai]'"
+            "OpenAIChatModel needs the openai package: pip install 'nbagent-jupyter[openai]'"
         ) from exc
     return openai
 
@@ -144,8 +147,8 @@ class _Reply:
         self.usage: tuple[int | None, int | None] | None = None
         self._calls: dict[Any, _PartialCall] = {}
 
-    def feed(self, chunk: Any) -> list[str]:
-        """Take one chunk; return its text pieces."""
+    def feed(self, chunk: Any) -> list[ModelText | ToolCallDelta]:
+        """Take one chunk; return its text pieces and pieces of tool-call arguments, in order."""
         if not isinstance(chunk, Mapping) and not hasattr(chunk, "choices"):
             raise _MalformedChunk(f"expected a JSON object, got {type(chunk).__name__}")
         usage = _field(chunk, "usage")
@@ -162,7 +165,7 @@ class _Reply:
         choices = _field(chunk, "choices") or []
         if not isinstance(choices, list):
             raise _MalformedChunk("'choices' is not a list")
-        texts: list[str] = []
+        parts: list[ModelText | ToolCallDelta] = []
         for choice in choices:
             if _field(choice, "index") not in (0, None):
                 continue  # only the first choice (n=1 is what the agent asks for)
@@ -172,13 +175,16 @@ class _Reply:
             content = _field(delta, "content")
             text = _text(content) if content else ""
             if text:
-                texts.append(text)
+                parts.append(ModelText(text))
                 self.chars += len(text)
             for call in _field(delta, "tool_calls") or ():
-                self._call_delta(call)
-        return texts
+                arguments = self._call_delta(call)
+                if arguments:
+                    parts.append(ToolCallDelta(arguments))
+        return parts
 
-    def _call_delta(self, delta: Any) -> None:
+    def _call_delta(self, delta: Any) -> str | None:
+        """Fold one tool-call delta in; return its piece of arguments (text), if any."""
         index, call_id = _field(delta, "index"), _field(delta, "id")
         if not isinstance(index, int):
             # Servers that omit the index: a known id continues its call, a new id starts one,
@@ -196,10 +202,12 @@ class _Reply:
             if not isinstance(name, str):
                 raise _MalformedChunk("a tool call's name is not a string")
             call.name = name if not call.name else call.name + name
-        if arguments:
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments)  # a few servers send the arguments as an object
-            call.arguments.append(arguments)
+        if not arguments:
+            return None
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)  # a few servers send the arguments as an object
+        call.arguments.append(arguments)
+        return arguments
 
     def tool_calls(self) -> list[ToolCall]:
         return [call.complete() for call in self._calls.values()]
@@ -429,13 +437,13 @@ class OpenAIChatModel(Model):
                 response = await client.chat.completions.create(**request)
                 async for chunk in response:
                     try:
-                        texts = reply.feed(chunk)
+                        parts = reply.feed(chunk)
                     except _MalformedChunk:
                         raise
                     except (AttributeError, TypeError, ValueError, KeyError) as exc:
                         raise _MalformedChunk(str(exc)) from None
-                    for text in texts:
-                        yield ModelText(text)
+                    for part in parts:
+                        yield part
             except Exception as exc:
                 failure = self._failure(exc, reply, streaming=response is not None)
             finally:

@@ -3,8 +3,10 @@
 Each call plays the next turn of a script: a string is a final answer, a list of ``ToolCall`` asks
 for tools, a ``Reply`` does both (text first). The reply streams token by token at
 ``tokens_per_s`` after ``first_token_s``, through ``asyncio.sleep``, so a Stop lands mid-stream
-exactly as it would on a real server. Usage is reported like a real API: input tokens counted
-from the prompt, output tokens from what was streamed.
+exactly as it would on a real server; a tool call's arguments stream the same way
+(``ToolCallDelta`` pieces of their JSON text) before the complete ``ToolCall``. Usage is
+reported like a real API: input tokens counted from the prompt, output tokens from what was
+streamed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from nbagent.errors import ModelError
-from nbagent.models.base import Message, Model, ModelPart, ModelText, ModelUsage, ToolCall, ToolSpec
+from nbagent.models.base import (
+    Message,
+    Model,
+    ModelPart,
+    ModelText,
+    ModelUsage,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+)
 from nbagent.text import observation
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -106,8 +117,13 @@ class ScriptedModel(Model):
             if delay > 0:
                 await asyncio.sleep(delay)
         for call in reply.tool_calls:
-            output_tokens += 4 + len(split_tokens(observation(call.arguments)))
-            if delay > 0:
+            pieces = split_tokens(observation(call.arguments))
+            output_tokens += 4 + len(pieces)
+            for piece in pieces:
+                yield ToolCallDelta(piece)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if not pieces and delay > 0:
                 await asyncio.sleep(delay)
             yield call
         yield ModelUsage(count_tokens(messages), output_tokens, "reported")

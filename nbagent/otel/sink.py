@@ -11,6 +11,11 @@ arrives during the step, so the chat span gets its attributes when the step ends
 time set back to the model call's end. Whatever is open when the run ends is ended there, marked
 interrupted.
 
+A tool span covers the tool's own time, never a wait for a person's approval: a started call's
+span is opened at the first event that is not another call's start or an approval request, and
+a call that asks for approval gets its span after the decision (at the time ``tool_start`` gives,
+as an export does), with the wait as its own ``await_approval`` span, made when decided.
+
 It runs on the runner's loop thread like every sink; it never raises into the run (a failing
 exporter is logged once per run).
 """
@@ -22,7 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.otel.spans import chat_attributes, model_end, ns, run_attributes, tool_attributes
+from nbagent.otel.spans import (
+    approval_attributes,
+    approval_window,
+    chat_attributes,
+    model_end,
+    ns,
+    run_attributes,
+    tool_attributes,
+    tool_start,
+)
 from nbagent.records import Recorder
 
 logger = logging.getLogger("nbagent")
@@ -34,6 +48,10 @@ class _LiveRun:
     root: Any = None
     chats: dict[int, Any] = field(default_factory=dict)
     tools: dict[str, Any] = field(default_factory=dict)
+    unopened: dict[str, Any] = field(default_factory=dict)
+    """Started calls whose tool span waits to see whether they ask for approval first."""
+    awaiting: dict[str, Any] = field(default_factory=dict)
+    """Calls waiting for a person's decision (no tool span yet)."""
     failed: bool = False
 
 
@@ -95,6 +113,10 @@ class OTelSink:
         record = live.recorder.live
         assert record is not None
         kind = type(event)
+        if live.unopened and kind is not ev.ToolCallStarted and kind is not ev.ApprovalRequested:
+            for step, call in live.unopened.values():
+                self._open_tool(live, step, call)
+            live.unopened.clear()
         if kind is ev.RunStarted:
             live.root = self._start(f"invoke_agent {record.agent}", record.started_at, None)
             live.root.set_attributes(
@@ -104,17 +126,27 @@ class OTelSink:
             step = record.steps[-1]
             live.chats[step.number] = self._start(f"chat {record.model}", step.started_at, live.root)
         elif kind is ev.ToolCallStarted:
-            call = record.steps[-1].tool_calls[-1]
-            live.tools[call.call_id] = (
-                record.steps[-1],
-                call,
-                self._start(f"execute_tool {call.tool}", call.started_at, live.root),
-            )
+            step = record.steps[-1]
+            call = step.tool_calls[-1]
+            live.unopened[call.call_id] = (step, call)
+        elif kind is ev.ApprovalRequested:
+            found = live.unopened.pop(event.call_id, None)  # type: ignore[attr-defined]
+            if found is not None:
+                live.awaiting[event.call_id] = found  # type: ignore[attr-defined]
+        elif kind is ev.ApprovalDecided:
+            found = live.awaiting.pop(event.call_id, None)  # type: ignore[attr-defined]
+            if found is not None:
+                self._approval_span(live, *found)
+                live.unopened[event.call_id] = found  # type: ignore[attr-defined]
         elif kind is ev.ToolCallFinished:
             self._end_tool(live, event.call_id)  # type: ignore[attr-defined]
         elif kind is ev.StepFinished:
             self._end_chat(live, event.step)
         elif kind is ev.RunFinished:
+            for step, call in live.awaiting.values():  # the run ended while they waited
+                self._approval_span(live, step, call)
+                self._open_tool(live, step, call)
+            live.awaiting.clear()
             for call_id in list(live.tools):
                 self._end_tool(live, call_id)
             for number in list(live.chats):
@@ -122,6 +154,19 @@ class OTelSink:
             attributes, error = run_attributes(record, self.content)
             assert record.ended_at is not None
             self._finish(live.root, attributes, error, ns(record.ended_at))
+
+    def _open_tool(self, live: _LiveRun, step: Any, call: Any) -> None:
+        span = self._start(f"execute_tool {call.tool}", tool_start(call), live.root)
+        live.tools[call.call_id] = (step, call, span)
+
+    def _approval_span(self, live: _LiveRun, step: Any, call: Any) -> None:
+        """The wait for a decision, as one ended span (made when the wait is over)."""
+        waited = approval_window(call)
+        if waited is None:
+            return
+        span = self._start(f"await_approval {call.tool}", waited[0], live.root)
+        span.set_attributes(approval_attributes(live.recorder.live, step, call))  # type: ignore[arg-type]
+        span.end(end_time=max(ns(waited[1]), ns(waited[0])))
 
     def _end_tool(self, live: _LiveRun, call_id: str) -> None:
         found = live.tools.pop(call_id, None)
@@ -131,7 +176,7 @@ class OTelSink:
         record = live.recorder.live
         attributes, error = tool_attributes(record, step, call, self.content)  # type: ignore[arg-type]
         end = call.ended_at or step.ended_at or record.ended_at  # type: ignore[union-attr]
-        self._finish(span, attributes, error, ns(end))
+        self._finish(span, attributes, error, max(ns(end), ns(tool_start(call))))
 
     def _end_chat(self, live: _LiveRun, number: int) -> None:
         span = live.chats.pop(number, None)

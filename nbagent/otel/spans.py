@@ -14,8 +14,17 @@ else at the step's end, and says which in ``nbagent.model_end`` (``recorded``,
 and an ``error.type``: an interrupted one ``AgentInterrupted`` with ``nbagent.interrupted=true``
 and its span ends at the cut; a run whose process died (``unfinished``) ends at the last time
 the record knows. Unknown token counts leave their attributes out: a missing count is never 0.
-Message content (the task, model text, tool arguments and results, the answer) goes on spans
-only when asked (``content=True``): traces often travel further than notebooks.
+Message content (the task, model text, tool arguments and results, the answer, error messages)
+goes on spans only when asked (``content=True``), scrubbed of credentials: traces often travel
+further than notebooks.
+Without it a failed span's status description is its ``error.type`` alone (an error message
+often quotes the very arguments or results content=False keeps off); with it, the message is
+scrubbed of credentials and cut to ``ERROR_LIMIT`` characters.
+
+A tool call that waited for a person's approval gets an ``await_approval {tool}`` span for the
+wait (with ``nbagent.approval``, the decision, and ``nbagent.approval.wait_s``) beside its
+``execute_tool`` span, which covers the tool's own time only (``approval_window``, ``tool_start``),
+live and after the fact alike. A denied call never ran: its tool span starts at the decision.
 
 This module builds plain data (``SpanData``), so the export path and the live sink share it and
 it is testable without an exporter; ``emit`` turns it into SDK spans.
@@ -25,15 +34,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from nbagent.errors import scrub_secrets
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
-from nbagent.text import safe_text
+from nbagent.text import safe_text, shorten
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 CONTENT_LIMIT = 32_000
 """Characters of one content attribute (a 10 MB tool result must not become a 10 MB span)."""
+
+ERROR_LIMIT = 1_000
+"""Characters of an error message on a span (``content=True``); without content, none at all."""
 
 FAILED_TYPES = {
     "interrupted": "AgentInterrupted",
@@ -52,7 +65,8 @@ def ns(at: datetime) -> int:
 
 
 def content_text(value: Any) -> str:
-    """A value as attribute text: strings as they are, anything else as JSON (else its repr)."""
+    """A value as attribute text: strings as they are, anything else as JSON (else its repr),
+    scrubbed of credentials (scrubbed a little past the cut, so a key across it is still found)."""
     if isinstance(value, str):
         text = value
     else:
@@ -60,7 +74,7 @@ def content_text(value: Any) -> str:
             text = json.dumps(value, ensure_ascii=False, default=safe_text)
         except Exception:
             text = safe_text(value)
-    return safe_text(text[:CONTENT_LIMIT])
+    return safe_text(scrub_secrets(text[: CONTENT_LIMIT + 1_000])[:CONTENT_LIMIT])
 
 
 @dataclass
@@ -77,6 +91,47 @@ class SpanData:
 
     def walk(self) -> list[SpanData]:
         return [self, *(s for child in self.children for s in child.walk())]
+
+
+def status_text(attributes: dict[str, Any], message: str, content: bool) -> str:
+    """A failed span's status description: its ``error.type`` without content, else the message,
+    scrubbed and then bounded (a key cut in half would no longer be recognised)."""
+    if not content:
+        return str(attributes["error.type"])
+    window = message[: 4 * ERROR_LIMIT]  # scrubbing a megabyte is slow; nothing past here is shown
+    return shorten(scrub_secrets(window), ERROR_LIMIT)
+
+
+def approval_window(call: ToolCallRecord) -> tuple[datetime, datetime] | None:
+    """When the call waited for a person (``None``: it never waited). An approved call's own time
+    starts at the decision (``started_at``), so its wait ends there; a denied, timed-out or
+    undecided one (the run ended first) waited from its start."""
+    wait = call.approval_wait_s
+    if wait is None or call.approval == "pending":
+        return None
+    if call.approval == "approved":
+        return call.started_at - timedelta(seconds=wait), call.started_at
+    return call.started_at, call.started_at + timedelta(seconds=wait)
+
+
+def tool_start(call: ToolCallRecord) -> datetime:
+    """When the tool's own time began: its start, or after a wait that did not approve it, the
+    decision (it never ran)."""
+    window = approval_window(call)
+    if window is None or call.approval == "approved":
+        return call.started_at
+    return window[1] if call.ended_at is None else min(window[1], call.ended_at)
+
+
+def approval_attributes(record: RunRecord, step: StepRecord, call: ToolCallRecord) -> dict[str, Any]:
+    return {
+        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.call.id": call.call_id,
+        "nbagent.run_id": record.run_id,
+        "nbagent.step": step.number,
+        "nbagent.approval": call.approval or "undecided",
+        "nbagent.approval.wait_s": call.approval_wait_s or 0.0,
+    }
 
 
 def _usage(
@@ -147,10 +202,11 @@ def run_attributes(record: RunRecord, content: bool) -> tuple[dict[str, Any], st
         attributes["error.type"] = record.error_type or FAILED_TYPES.get(
             str(record.status), str(record.status)
         )
-        error = record.error or str(record.status)
+        message = record.error or str(record.status)
         if record.status == "interrupted":
             attributes["nbagent.interrupted"] = True
-            error = f"interrupted ({record.stop_reason or 'stop'})"
+            message = f"interrupted ({record.stop_reason or 'stop'})"
+        error = status_text(attributes, message, content)
     return attributes, error
 
 
@@ -178,10 +234,11 @@ def chat_attributes(
     if model_cut or (step.ended_at is None and record.status == "unfinished"):
         attributes["nbagent.interrupted"] = True
         attributes["error.type"] = "AgentInterrupted" if step.interrupted else "Unfinished"
-        error = "interrupted" if step.interrupted else "the process ended during this step"
+        message = "interrupted" if step.interrupted else "the process ended during this step"
+        error = status_text(attributes, message, content)
     elif step.error and not step.tool_calls:
         attributes["error.type"] = record.error_type or "AgentError"
-        error = step.error
+        error = status_text(attributes, step.error, content)
     return attributes, error
 
 
@@ -198,22 +255,26 @@ def tool_attributes(
         "nbagent.step": step.number,
         "nbagent.tool.status": call.status or "running",
     }
+    if call.approval is not None and call.approval != "pending":
+        attributes["nbagent.approval"] = call.approval
+    if call.approval_wait_s is not None:
+        attributes["nbagent.approval.wait_s"] = call.approval_wait_s
     if content:
         attributes["input.value"] = content_text(call.arguments)
         if call.result is not None:
             attributes["output.value"] = content_text(call.result)
-    error = None
+    message = None
     if call.status == "error":
         attributes["error.type"] = "ToolError"
-        error = call.error or "error"
+        message = call.error or "error"
     elif call.status in ("cancelled", "abandoned", None):
         attributes["nbagent.interrupted"] = True
         attributes["error.type"] = "AgentInterrupted" if call.status else "Unfinished"
-        error = call.status or "the process ended during this call"
+        message = call.status or "the process ended during this call"
     elif call.status == "denied":
         attributes["error.type"] = "ToolDenied"
-        error = call.error or "denied"
-    return attributes, error
+        message = call.error or "denied"
+    return attributes, None if message is None else status_text(attributes, message, content)
 
 
 def run_spans(record: RunRecord, *, content: bool = False) -> SpanData:
@@ -226,10 +287,16 @@ def run_spans(record: RunRecord, *, content: bool = False) -> SpanData:
         attrs, err = chat_attributes(record, step, how, content)
         root.children.append(SpanData(f"chat {record.model}", ns(step.started_at), ns(chat_end), attrs, err))
         for call in step.tool_calls:
+            waited = approval_window(call)
+            if waited is not None:
+                attrs = approval_attributes(record, step, call)
+                root.children.append(
+                    SpanData(f"await_approval {call.tool}", ns(waited[0]), ns(waited[1]), attrs)
+                )
             attrs, err = tool_attributes(record, step, call, content)
             call_end = call.ended_at or step.ended_at or end
             root.children.append(
-                SpanData(f"execute_tool {call.tool}", ns(call.started_at), ns(call_end), attrs, err)
+                SpanData(f"execute_tool {call.tool}", ns(tool_start(call)), ns(call_end), attrs, err)
             )
     return root
 

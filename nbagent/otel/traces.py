@@ -29,7 +29,7 @@ def _require_sdk() -> None:
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "OpenTelemetry export needs the SDK: pip install 'nbagent[otel]' "
+            "OpenTelemetry export needs the SDK: pip install 'nbagent-jupyter[otel]' "
             "(opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http)"
         ) from exc
 

@@ -55,6 +55,11 @@ Sink = Callable[[ev.RunEvent], Any]
 class Source(Protocol):
     """What the runner can run: the native ``Agent`` and each framework's adapter are one.
 
+    ``task_text(task) -> str`` (optional) lets a source take more than a ``str`` task (a list of
+    content parts, say): it returns the task's readable text for the record, or raises
+    ``TypeError`` for a task it cannot take; ``drive`` gets the task as given. Without it, a task
+    must be a ``str``.
+
     ``takes_turns`` (optional, default True) says how runs of one agent are ordered
     (``nbagent.runtime.turns``): True when the agent keeps its memory on itself, False when it
     keeps nothing between runs (then only a continued run waits, and ``ctx.kept_history`` /
@@ -113,11 +118,15 @@ class Run(RunGuards):
         approve: ApprovalPolicy = None,
         approval_timeout_s: float | None = None,
     ) -> None:
-        if not isinstance(task, str):
-            raise TypeError(f"task must be a str, not {type(task).__name__}")
         self.agent = agent
         self.source = as_source(agent)
-        self.task = task
+        task_text = getattr(self.source, "task_text", None)
+        if task_text is None and not isinstance(task, str):
+            raise TypeError(f"task must be a str, not {type(task).__name__}")
+        self.task_input = task
+        """The task as given, for the source (a str unless the source's ``task_text`` takes more)."""
+        self.task = task if task_text is None else task_text(task)
+        """The task as text, for the record and the views."""
         self.reset = reset
         self.tags = tuple(check_tags(tags))
         self.metadata = dict(metadata or {})
@@ -146,7 +155,10 @@ class Run(RunGuards):
         """The scope of the run whose tool starts this one: adopted by it when this run starts."""
         self.parent_run_id = self._parent.run_id if self._parent is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.continues_run_id = None if reset else last_run_of(agent)
+        self._owner = getattr(self.source, "agent", agent)
+        """Whose runs this one takes turns with and continues: the user's agent, also when a
+        source object wrapping it was passed."""
+        self.continues_run_id = None if reset else last_run_of(self._owner)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False
@@ -274,7 +286,7 @@ class Run(RunGuards):
             model_params=model_params(self.source),
         )
         self._recorder.apply(started)
-        remember_run_of(self.agent, self.run_id)
+        remember_run_of(self._owner, self.run_id)
         with _live_lock:
             _live_runs.add(self)
         try:
@@ -313,10 +325,13 @@ class Run(RunGuards):
             if self._watcher is not None:
                 self._watcher.start()
             takes_turns = getattr(self.source, "takes_turns", True)
-            continuing = not self.reset
-            async with turns.turn(self.agent, ctx, takes_turns=takes_turns, continuing=continuing) as place:
+            turn_key = getattr(self.source, "turn_key", None)  # state kept per key (a LangGraph thread)
+            key = turn_key(self.options, self.reset) if turn_key is not None else None
+            async with turns.turn(
+                self._owner, ctx, takes_turns=takes_turns, continues=self.continues_run_id, key=key
+            ) as place:
                 ctx.turn = place
-                output = await self.source.drive(self.task, ctx, self.reset, **self.options)
+                output = await self.source.drive(self.task_input, ctx, self.reset, **self.options)
         except AgentInterrupted:
             # A Stop, or the agent's own code stopping it (a smolagents step callback calling
             # agent.interrupt()): ``stop_reason`` tells them apart.

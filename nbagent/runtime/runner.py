@@ -36,6 +36,7 @@ from nbagent.runtime.handle import (
     live_runs,
 )
 from nbagent.runtime.loop import LoopThread, runner_loop
+from nbagent.runtime.script_exit import install as install_script_exit
 
 
 def _prepare(
@@ -53,6 +54,7 @@ def _prepare(
     approve: ApprovalPolicy = None,
     approval_timeout_s: float | None = None,
 ) -> Run:
+    install_script_exit()  # outside a kernel: live runs are waited for at exit, Ctrl-C exits 130
     run = Run(
         agent,
         task,

@@ -1,32 +1,40 @@
 """Turns: which runs of one agent may work at once, and the history a continued run picks up.
 
 Every run joins its agent's line before its source drives it (``Run._main``); this module is the
-one place that orders runs of an agent, whatever framework it comes from. The line is a slot kept
-beside the agent (by identity, never on it), used on the runner's loop only. A source says which
-order its agent needs with ``takes_turns``:
+one place that orders runs of an agent, whatever framework it comes from. The line is kept beside
+the agent (by identity, never on it), used on the runner's loop only. A source says which order its
+agent needs with ``takes_turns``:
 
 - ``True`` (the native ``Agent``, smolagents): the agent keeps its memory on itself, so every run
   waits for the run before it to end, first come first served, and its memory stays a valid chat.
 - ``False`` (pydantic-ai, the OpenAI Agents SDK): the agent keeps nothing between runs, so a fresh
   run needs no turn and runs at once, however many others are live. Only a run that continues
-  (``reset=False``) waits, for the run started just before it, and picks up the history that run
-  kept (``Turn.history``; the source keeps it with ``Turn.keep``).
+  (``reset=False``) waits, for the run it continues (``RunRecord.continues_run_id``: the agent's
+  latest run when it started), and picks up the history that very run kept (``Turn.history``; a
+  source keeps it with ``Turn.keep``). A run that kept none (stopped while queued, failed before
+  its framework began) passes on the history it would have continued, so a chain of continued
+  runs never skips to another conversation.
 
-A run that must wait is reported queued (``RunQueued``, naming the run it waits for) and its clock
-starts when its turn comes (``RunDequeued``). While queued, a Stop "now" cancels the wait like any
-await, and a "Stop after step" ends it too, as a queued run has no step to finish.
+A source may also name a ``turn_key(options, reset)``: the state its runs share lives outside
+the agent, under that key (a LangGraph thread in its checkpointer). Runs with a key take turns on
+the line of (agent, key), first come first served, whatever ``takes_turns`` says; runs with other
+keys, or none, do not wait for them.
+
+A run that must wait is reported queued (``RunQueued``, naming the live run it waits for) and its
+clock starts when its turn comes (``RunDequeued``). While queued, a Stop "now" cancels the wait
+like any await, and a "Stop after step" ends it too, as a queued run has no step to finish.
 
 Who wins a race: a run takes its place in line synchronously when it starts driving, so the order
 is the order of arrival on the loop. A run that leaves the line early (stopped while queued)
 passes its place on only once the run it waited for has ended, so the run behind it never
-overtakes a live one. History kept by a run that started earlier never replaces history kept by
-one that started later (concurrent fresh runs of a stateless agent may end in any order).
+overtakes a live one, and a run joining later is told it waits for that live run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +46,26 @@ TURN_POLL_S = 0.05
 """How often a queued run looks for an ``interrupt("after_step")`` while it waits for its turn."""
 
 
+MEMORY = 256
+"""How many ended runs of one agent a line remembers (their end and kept history): a run can
+only continue the agent's latest run, so a few are plenty even with many runs in flight."""
+
+
+def _remember(table: OrderedDict[str, Any], run_id: str, value: Any) -> None:
+    table[run_id] = value
+    table.move_to_end(run_id)
+    while len(table) > MEMORY:
+        table.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Passed:
+    """What a run that kept no history left: the history of the run it continued, whenever that
+    run keeps it (it may still be live when this one ends)."""
+
+    run_id: str
+
+
 @dataclass
 class _Line:
     """One agent's line on one loop (a retired loop's line is dropped with it)."""
@@ -46,10 +74,21 @@ class _Line:
     tail: asyncio.Future[None] | None = None
     """Done once the last run to join has ended (and, if it waited, every run before it)."""
     tail_run_id: str | None = None
-    arrivals: int = 0
-    history: Any = None
-    history_from: int = 0
-    """The arrival number of the run that kept ``history`` (0: none yet)."""
+    ends: OrderedDict[str, asyncio.Future[None]] = field(default_factory=OrderedDict)
+    """Per run: done once that run has ended (what a run continuing it waits for)."""
+    kept: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    """Per run: the history it left for a run that continues it."""
+    keyed: dict[Any, _Line] = field(default_factory=dict)
+    """The lines of this agent's keys (``turn_key``), while a run of the key is live."""
+
+    def history_of(self, run_id: str) -> Any:
+        """The history ``run_id`` left for a run that continues it (``None`` if none)."""
+        kept = self.kept.get(run_id)
+        for _ in range(MEMORY):
+            if not isinstance(kept, _Passed):
+                return kept
+            kept = self.kept.get(kept.run_id)
+        return None
 
 
 @dataclass
@@ -57,15 +96,14 @@ class Turn:
     """A run's place in its agent's line: the history it continues, and where it keeps its own."""
 
     line: _Line | None
-    arrival: int = 0
+    run_id: str = ""
     history: Any = field(default=None)
-    """What the agent's previous run kept, for a run that continues (``None`` for a fresh run)."""
+    """What the run it continues kept (``None`` for a fresh run, or when that run kept none)."""
 
     def keep(self, history: Any) -> None:
-        """Keep ``history`` for the agent's next continued run, unless a later run kept one."""
-        line = self.line
-        if line is not None and self.arrival >= line.history_from:
-            line.history, line.history_from = history, self.arrival
+        """Keep ``history`` for a run that continues this one."""
+        if self.line is not None:
+            _remember(self.line.kept, self.run_id, history)
 
 
 _lines = IdentityMap()
@@ -102,26 +140,48 @@ def _pass_on(mine: asyncio.Future[None], before: asyncio.Future[None] | None) ->
 
 
 @contextlib.asynccontextmanager
-async def turn(agent: Any, ctx: Any, *, takes_turns: bool, continuing: bool) -> AsyncIterator[Turn]:
-    """Hold ``agent``'s turn for one run (see the module docstring for the order)."""
+async def turn(
+    agent: Any, ctx: Any, *, takes_turns: bool, continues: str | None, key: Any = None
+) -> AsyncIterator[Turn]:
+    """Hold ``agent``'s turn for one run (see the module docstring for the order); ``continues``
+    is the run a ``reset=False`` run continues (None for a fresh run); with a ``key``, the turn
+    on the line of (agent, key)."""
     loop = asyncio.get_running_loop()
     line = _line_of(agent, loop)
     if line is None:
         yield Turn(None)
         return
-    before, before_run_id = line.tail, line.tail_run_id
+    owner = line
+    if key is not None:
+        line = owner.keyed.setdefault(key, _Line(loop))
+        takes_turns = True
     mine: asyncio.Future[None] = loop.create_future()
-    line.tail, line.tail_run_id = mine, ctx.run_id
-    line.arrivals += 1
-    place = Turn(line, line.arrivals)
-    waits = takes_turns or continuing
+    place = Turn(owner, ctx.run_id)
+    _remember(owner.ends, ctx.run_id, mine)
+    if takes_turns:
+        before, before_run_id = line.tail, line.tail_run_id
+        line.tail, line.tail_run_id = mine, ctx.run_id
+    else:
+        before, before_run_id = (owner.ends.get(continues), continues) if continues else (None, None)
     try:
-        if waits and before is not None and not before.done():
+        if before is not None and not before.done():
             ctx.queued(before_run_id)
             await _wait_for(before, ctx)
             ctx.dequeued()
-        if continuing:
-            place.history = line.history
+        if continues is not None:
+            place.history = owner.history_of(continues)
         yield place
     finally:
-        _pass_on(mine, before if waits else None)
+        if ctx.run_id not in owner.kept and continues is not None:
+            place.keep(_Passed(continues))  # kept nothing: pass on what it continued
+        if takes_turns and before is not None and not before.done() and line.tail is mine:
+            line.tail_run_id = before_run_id  # a run joining now waits, in effect, for that one
+        _pass_on(mine, before if takes_turns else None)
+        if key is not None:
+            mine.add_done_callback(lambda _: _forget(owner, key, line))
+
+
+def _forget(owner: _Line, key: Any, line: _Line) -> None:
+    """Drop a key's line once its last run has ended (a new run starts a new line)."""
+    if owner.keyed.get(key) is line and line.tail is not None and line.tail.done():
+        del owner.keyed[key]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from nbagent.text import safe_text
-from nbagent.view.html import esc, seconds
+from nbagent.view.html import attr, esc, seconds
 
 if TYPE_CHECKING:
     from nbagent.runtime.handle import Run
@@ -66,7 +66,7 @@ def meters_html(used: dict[str, tuple[float, float]], tripped: str | None = None
         full = " nbagent-full" if share >= 1.0 or name == tripped else ""
         label = METER_LABELS.get(name, name)
         parts.append(
-            f'<span class="nbagent-meter{full}" title="{esc(name)}">{esc(label)} '
+            f'<span class="nbagent-meter{full}" title="{attr(name)}">{esc(label)} '
             f'<span class="nbagent-meterbar"><span style="width:{share * 100:.1f}%"></span></span> '
             f"{esc(_amount(name, value))} / {esc(_amount(name, limit))}</span>"
         )
@@ -125,7 +125,11 @@ class ApprovalPanel:
         self.widget = widgets.VBox([])
 
     def add(self, call_id: str, tool: str, arguments: Any) -> None:
-        row = ApprovalRow(self.run, call_id, tool, arguments)
+        from nbagent.view.interrupts import InterruptRow, form_of
+
+        form = form_of(self.run, call_id)  # a LangGraph interrupt asks for more than approve / deny
+        row: Any = InterruptRow(self.run, call_id, tool, arguments, form) if form else None
+        row = row or ApprovalRow(self.run, call_id, tool, arguments)
         self.rows[call_id] = row
         self.widget.children = (*self.widget.children, row.widget)
 

@@ -6,13 +6,23 @@ the piece that changed; ``record_html`` joins the same pieces into one page frag
 state a saved notebook keeps, and ``record_display_html`` is what a ``RunRecord`` shows as a cell's
 result (a one-line summary when the live view of that run is already in the same cell).
 
-Every string that came from a model, a tool or the user is ``html.escape``d here and nowhere
+Every string that came from a model, a tool or the user is escaped here (``esc``) and nowhere
 else, after ``nbagent.text`` made it safe: rendering never raises on a value (a ``repr`` that
 fails, ``2 ** 20000``) and never emits text that is not valid UTF-8 (a lone surrogate would make
 the widget update fail in the kernel and freeze the view). Long values are clipped for the eye
 (the record keeps them whole), and only the clipped part is ever looked at, so a 10 MB task or
 tool argument costs little; ``ToolCallCache`` lets the live view format each call once.
 Colours come from JupyterLab's CSS variables, with fallbacks that read on light and dark pages.
+
+The page shows what was said, never math made of it. JupyterLab and Notebook 7 run MathJax over
+every HTML output, so "It costs $5 today and $10 tomorrow." would show "5 today and 10" as an italic
+formula, and a backslash starts math too (``\\(``, ``\\[``, ``\\begin{…}``, ``\\ref{…}``). The one
+opt-out JupyterLab 4 honours is the class ``mathjax_ignore`` (not the older ``tex2jax_ignore``), and
+other front ends differ (a KaTeX extension, MathJax 2 in classic Notebook and in ipywidgets' own
+fallback, VS Code's renderers), so ``esc`` relies on no class: it puts every ``$`` and ``\\`` in an
+element of its own. Typesetters (MathJax 2 and 3, KaTeX's auto-render) look for delimiters within
+one run of text, and an element ends the run, so no delimiter pair can form; the text reads and
+copies exactly as it was.
 
 Each step has a small time bar showing where it sits in the run. Its position is CSS arithmetic
 on three custom properties: the step's own ``--nbagent-start`` and ``--nbagent-span`` (seconds),
@@ -107,15 +117,30 @@ STYLE = """<style>
 .nbagent-line { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; margin: 2px 0;
   font-family: var(--jp-ui-font-family, -apple-system, "Segoe UI", Roboto, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
+.nbagent-notice code { font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); font-size: 12px;
+  padding: 0 3px; border-radius: 3px; background: rgba(128,128,128,.15); }
 .nbagent-cursor { display: inline-block; width: 7px; height: 13px; vertical-align: text-bottom;
   background: var(--jp-info-color1, #0b61a4); }
 </style>"""
 
 
-def esc(value: Any) -> str:
-    """``value`` as escaped HTML text: strings cleaned of lone surrogates, anything else its
-    ``repr`` (or a placeholder when that fails). Never raises."""
+def attr(value: Any) -> str:
+    """``value`` escaped for an attribute (``title="…"``): strings cleaned of lone surrogates,
+    anything else its ``repr`` (or a placeholder when that fails). Never raises. Typesetters do not
+    read attributes, so nothing more is needed there."""
     return html.escape(clean(value) if isinstance(value, str) else safe_text(value), quote=True)
+
+
+def esc(value: Any) -> str:
+    """``value`` as HTML text that shows exactly as it is: escaped like ``attr``, and with each
+    ``$`` and ``\\`` in an element of its own so no front end typesets it as math (see the module
+    docstring). Every piece of text nbagent puts in HTML passes through here. Never raises."""
+    text = attr(value)
+    if "$" in text:
+        text = text.replace("$", "<span>$</span>")
+    if "\\" in text:
+        text = text.replace("\\", "<span>\\</span>")
+    return text
 
 
 def seconds(value: float | None) -> str:
@@ -211,6 +236,8 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
         label = "timed out" if call.approval == "timed_out" else "denied"
         why = f": {shorten(call.error, ERROR_LIMIT)}" if call.error and call.error != label else ""
         outcome = f'<span class="nbagent-warn">■ {label}{esc(why)}</span>'
+    elif call.status == "deferred":  # handed back to the run's caller, who runs or approves it
+        outcome = '<span class="nbagent-dim">⏸ deferred to the caller</span>'
     elif call.status == "error":
         outcome = f'<span class="nbagent-error">✗ {esc(shorten(call.error or "error", ERROR_LIMIT))}</span>'
     else:  # cancelled by a Stop, or abandoned: a sync tool that did not stop in time
@@ -300,7 +327,7 @@ def step_html(
 
 def badge_html(status: str, *, queued_after: str | None = None) -> str:
     """The status badge: ``● running``, ``◌ queued · after run 1a2b…``, ``■ interrupted``..."""
-    badge = "nbagent-error-badge" if status == "error" else f"nbagent-{esc(status)}"
+    badge = "nbagent-error-badge" if status == "error" else f"nbagent-{attr(status)}"
     label = STATUS_LABELS.get(status, status)
     if status == "queued" and queued_after:
         label += f" · after run {shorten(queued_after, 40)}"
@@ -315,10 +342,11 @@ def head_html(
     *,
     stopping: str | None = None,
     queued_after: str | None = None,
-    notice: str | None = None,
+    notice_html: str | None = None,
 ) -> str:
     """The title line: agent, model, status badge, elapsed time, then a pending stop and a notice
-    (such as why the Stop buttons are disabled), if any. A ``"queued"`` run has no clock yet."""
+    (such as why the Stop buttons are disabled), if any. A ``"queued"`` run has no clock yet.
+    ``notice_html`` is HTML nbagent wrote (any text in it passed through ``esc``)."""
     if elapsed_s is None or status == "queued":
         clock = ""
     elif status == "running":
@@ -332,8 +360,8 @@ def head_html(
     ]
     if stopping:
         parts.append(f' <span class="nbagent-warn">· {esc(stopping)}</span>')
-    if notice:
-        parts.append(f' <span class="nbagent-warn nbagent-notice">· {esc(notice)}</span>')
+    if notice_html:
+        parts.append(f' <span class="nbagent-warn nbagent-notice">· {notice_html}</span>')
     return "".join(parts)
 
 

@@ -52,6 +52,7 @@ from nbagent.view.html import (
     STYLE,
     TASK_LIMIT,
     ToolCallCache,
+    esc,
     head_html,
     record_html,
     record_summary,
@@ -71,10 +72,12 @@ INTERVAL_S = 0.1
 """Seconds between two flushes of a view: about ten updates a second."""
 STOP_TOOLTIP = "Stop the run now, mid model call or tool"
 AFTER_STEP_TOOLTIP = "Let the current step finish, then stop"
-BLOCKING_NOTICE = "this cell is blocking: use ■ Interrupt, or `await run`"
+BLOCKING_NOTICE = "this cell is blocking: use ■ Interrupt, or await run"
+"""What the header says while a cell blocks (as read; ``await run`` shows as code)."""
+BLOCKING_NOTICE_HTML = f"{esc(BLOCKING_NOTICE.removesuffix('await run'))}<code>await run</code>"
 BLOCKING_TOOLTIP = (
     "A cell is blocking in run.wait() or nbagent.run(), and the kernel takes no click until it ends: "
-    "use Jupyter's ■ Interrupt to stop the run (or start it with nbagent.start and `await run`)"
+    "use Jupyter's ■ Interrupt to stop the run (or start it with nbagent.start, then await run)"
 )
 
 _views: weakref.WeakKeyDictionary[Run, list[weakref.ref[LiveView]]] = weakref.WeakKeyDictionary()
@@ -294,7 +297,7 @@ class LiveView:
         queued_after: str | None = None,
     ) -> str:
         bar_scale = f"<style>.nbagent-run-{self.run.run_id}{{{total_style(elapsed_s)}}}</style>"
-        notice = BLOCKING_NOTICE if self._blocked and status in ("running", "queued") else None
+        notice = BLOCKING_NOTICE_HTML if self._blocked and status in ("running", "queued") else None
         head = head_html(
             self._agent,
             self._model,
@@ -302,7 +305,7 @@ class LiveView:
             elapsed_s,
             stopping=stopping,
             queued_after=queued_after,
-            notice=notice,
+            notice_html=notice,
         )
         return bar_scale + head
 

@@ -168,6 +168,8 @@ def _outcome(status: str | None, result: Any, error: str | None, limit: int = 30
         return "→ " + _one_line(result, limit)
     if status is None:
         return "… still running"
+    if status == "deferred":
+        return "⏸ deferred to the caller"
     return f"✗ {_one_line(status, 20)}: {_one_line(error, limit)}"
 
 
@@ -320,7 +322,8 @@ class TextView:
             self._lines(*call_lines(event.tool, event.arguments))
         elif isinstance(event, ev.ToolCallFinished):
             outcome = _outcome(event.status, event.result, event.error)
-            self._lines("    " + (outcome if event.status == "ok" else self._paint(outcome, "red")))
+            plain = event.status in ("ok", "deferred")
+            self._lines("    " + (outcome if plain else self._paint(outcome, "red")))
         elif isinstance(event, ev.ApprovalRequested):
             self._lines(self._paint(f"    ◆ waiting for approval ({_one_line(event.call_id, 40)})", "yellow"))
         elif isinstance(event, ev.ApprovalDecided):

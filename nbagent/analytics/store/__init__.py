@@ -40,6 +40,11 @@ In a read-only folder without a write-ahead log it reads the file as ``immutable
 is not a store (random bytes, a truncated or damaged database, an SQLite file with other tables)
 raises ``NotAStoreError`` naming it.
 
+``store=`` takes a path wherever it takes a store (``start``, ``batch``, ``configure``):
+``open_store`` gives the one ``RunStore`` of this process for that file. A named batch leases its
+name in the store while it runs (``nbagent.analytics.store.leases``), so two processes sharing the
+file never run one batch twice.
+
 The file is created readable by its owner only (0600; SQLite gives the ``-wal`` and ``-shm``
 files the same mode). The schema is versioned with ``PRAGMA user_version``; opening an older
 store writable migrates it in place, in one transaction; opened read-only it is read as it is
@@ -92,6 +97,7 @@ __all__ = [
     "RunStore",
     "StoreError",
     "StoreVersionError",
+    "open_store",
 ]
 
 logger = logging.getLogger("nbagent")
@@ -389,3 +395,34 @@ class RunStore:
         from nbagent.analytics.frames import tool_calls_frame
 
         return tool_calls_frame(self._read(None))
+
+
+_opened_lock = threading.Lock()
+_opened: dict[str, RunStore] = {}
+"""The stores ``open_store`` made, by resolved path: runs given one path share one writer."""
+
+
+def open_store(store: RunStore | str | os.PathLike[str]) -> RunStore:
+    """The ``RunStore`` for ``store=``: a ``RunStore`` as it is, or the one store of this process
+    for a path (``"evals.db"``, a ``Path``, ``"~/runs.db"``), opened on first use.
+
+    One ``RunStore`` per resolved path, so two runs or batches given one path share one writer
+    thread and its grouped commits (two ``RunStore`` objects on one file work too, as two writers
+    would). A path's store that was closed is opened again. Anything else is a ``TypeError``
+    naming its type, at once, before a run starts.
+    """
+    if isinstance(store, RunStore):
+        return store
+    if isinstance(store, bytes) or not isinstance(store, (str, os.PathLike)):
+        raise TypeError(
+            f"store must be a RunStore or a path to one (str or pathlib.Path), not {type(store).__name__}"
+        )
+    path = Path(store).expanduser()
+    if not str(store).strip():
+        raise ValueError("store must name a file: the path is empty")
+    key = str(path.resolve())
+    with _opened_lock:
+        opened = _opened.get(key)
+        if opened is None or opened.closed:
+            opened = _opened[key] = RunStore(path)
+        return opened

@@ -1,0 +1,192 @@
+"""How fast does a Stop end a LangGraph run under nbagent, and does it drop the model's connection?
+
+Three phases, each a LangChain ``create_agent`` graph with an ``InMemorySaver``:
+
+- fake_stream: a fake chat model streams a long reply, a chunk every 20 ms; the Stop comes a
+  random 0.05-0.2 s after its first chunk;
+- fake_tool: the model asks for an async tool that sleeps until cancelled; the Stop comes a random
+  0.05-0.2 s after the tool started;
+- http_stream: ``langchain-openai``'s ``ChatOpenAI`` against the project's local OpenAI-compatible
+  server (tests/openai_server.py), streaming at 100 tokens/s; the Stop comes 0.05-0.2 s after the
+  third token.
+
+Measured on one ``perf_counter`` clock, per trial: ``run.interrupt()`` -> ``run.wait()`` returns
+the complete record (p50 / p99), and (http_stream) Stop -> the server sees the client go (p50 /
+max). After each trial, a ``reset=False`` run on the same thread must succeed (the checkpoint
+stayed valid); the count of those that did is printed.
+
+    python benchmarks/langgraph_interrupt.py [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nbagent
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def _load(name: str) -> Any:
+    sys.path.insert(0, str(TESTS))
+    spec = importlib.util.spec_from_file_location(name, TESTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wait(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        time.sleep(0.001)
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def _fake_graph(phase: str) -> tuple[Any, list[float], Any]:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    fakes = _load("langgraph_fakes")
+    started: list[float] = []
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait until cancelled."""
+        started.append(time.perf_counter())
+        await asyncio.sleep(3600)
+        return "never"
+
+    if phase == "fake_stream":
+        replies = [fakes.reply("word " * 400, usage=(10, 400))]
+        model = fakes.ScriptedChatModel(replies=replies, delay_s=0.02, chunk_size=5, cycle=True)
+    else:
+        replies = [fakes.reply("", [("wait_forever", {})]), fakes.reply("ok")]
+        model = fakes.ScriptedChatModel(replies=replies, cycle=True)
+    graph = create_agent(model, tools=[wait_forever], checkpointer=InMemorySaver())
+    return graph, started, model
+
+
+def _trial(graph: Any, thread: str, ready: Any, server: Any = None) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": thread}}
+    run = nbagent.start(graph, "go", display=False, config=config)
+    _wait(lambda: ready(run))
+    time.sleep(random.uniform(0.05, 0.2))
+    stopped = time.perf_counter()
+    run.interrupt("now")
+    record = run.wait(timeout=30)
+    latency = (time.perf_counter() - stopped) * 1000
+    assert record.status == "interrupted", record.status
+    disconnect = None
+    if server is not None:
+        request = server.requests[-1]
+        server.wait_until(lambda: request.disconnected is not None)
+        disconnect = (request.disconnected - stopped) * 1000
+    return {"latency_ms": latency, "disconnect_ms": disconnect, "config": config}
+
+
+def _continues(graph: Any, config: dict[str, Any], fast: Any = None) -> bool:
+    if fast is not None:
+        fast()
+    record = nbagent.run(graph, "go on", display=False, reset=False, config=config)
+    return record.status == "success"
+
+
+def _fake_phase(phase: str, trials: int) -> dict[str, Any]:
+    latencies, continued = [], 0
+    for index in range(trials):
+        graph, started, model = _fake_graph(phase)
+        if phase == "fake_stream":
+            result = _trial(graph, f"t{index}", lambda run: run.record.steps)
+            ok = _continues(graph, result["config"], lambda m=model: setattr(m, "delay_s", 0.0))
+        else:
+            result = _trial(graph, f"t{index}", lambda run, s=started: s)
+            ok = True  # going on would run the cut tool again, which waits forever here
+        latencies.append(result["latency_ms"])
+        continued += ok
+    return _summary(phase, latencies, [], continued, trials)
+
+
+def _http_phase(trials: int) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    server_module = _load("openai_server")
+    latencies, disconnects, continued = [], [], 0
+    with server_module.OpenAIServer() as server:
+        for index in range(trials):
+            server.push(server_module.Stream("word " * 2000, tokens_per_s=100.0))
+            model = ChatOpenAI(
+                model="gpt-test", base_url=server.base_url, api_key="sk-test", stream_usage=True
+            )
+            graph = create_agent(model, tools=[], checkpointer=InMemorySaver())
+            result = _trial(
+                graph,
+                f"h{index}",
+                lambda run: len(run.live_text(1)) > 10 if run.record.steps else False,
+                server,
+            )
+            latencies.append(result["latency_ms"])
+            disconnects.append(result["disconnect_ms"])
+            server.push(server_module.Stream("done", tokens_per_s=1000.0))
+            continued += _continues(graph, result["config"])
+    return _summary("http_stream", latencies, disconnects, continued, trials)
+
+
+def _summary(
+    phase: str, latencies: list[float], disconnects: list[float], continued: int, trials: int
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "phase": phase,
+        "trials": trials,
+        "stop_to_record_p50_ms": round(statistics.median(latencies), 2),
+        "stop_to_record_p99_ms": round(_percentile(latencies, 99), 2),
+        "continued": continued,
+    }
+    if disconnects:
+        row["disconnect_p50_ms"] = round(statistics.median(disconnects), 2)
+        row["disconnect_max_ms"] = round(max(disconnects), 2)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few trials per phase (a smoke test)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    trials = 3 if args.quick else 20
+    random.seed(7)
+    rows = [_fake_phase("fake_stream", trials), _fake_phase("fake_tool", trials), _http_phase(trials)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    heads = ("trials", "p50 ms", "p99 ms", "disc p50", "disc max", "continued")
+    print(f"{'phase':<12} " + " ".join(f"{head:>9}" for head in heads))
+    for row in rows:
+        print(
+            f"{row['phase']:<12} {row['trials']:>9} {row['stop_to_record_p50_ms']:>9} "
+            f"{row['stop_to_record_p99_ms']:>9} {row.get('disconnect_p50_ms', '-')!s:>9} "
+            f"{row.get('disconnect_max_ms', '-')!s:>9} {row['continued']:>6}/{row['trials']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

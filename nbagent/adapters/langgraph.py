@@ -1,0 +1,281 @@
+"""Run LangGraph graphs (any compiled ``StateGraph``, ``create_react_agent``, LangChain's
+``create_agent``) under nbagent.
+
+``nbagent.start(graph, task, config=...)`` on a compiled graph gets the live view, the Stop button
+and the record. The run is the real ``graph.astream(...)`` on the user's graph, driven on the
+runner's loop through LangGraph's public streaming API (``stream_mode=["messages", "updates",
+"tasks", "values"]``, ``subgraphs=True``); what each chunk becomes in the record is in
+``nbagent.adapters.langgraph_stream``. Nothing on the graph is wrapped or swapped.
+
+Inputs. A string is one user message (``{"messages": [...]}``; a graph without a ``messages``
+channel needs its state as a dict), a list is the messages, a dict is the input state, a
+``Command`` (``Command(resume=...)``) and ``None`` (go on from the checkpoint) pass as they are.
+``config``, ``context``, ``interrupt_before`` / ``interrupt_after``, ``durability`` pass through;
+``stream_mode`` adds modes, whose chunks go to ``on_chunk(namespace, mode, data)``.
+
+How a Stop lands. ``interrupt("now")`` cancels the run's task: the stream is closed, which
+cancels the node tasks in flight (a streaming HTTP model drops its connection) and keeps what
+LangGraph checkpointed: every finished super-step (the thread goes on from there). "Stop after
+step" asks LangGraph to drain (``RunControl.request_drain``): the super-step in flight finishes,
+is checkpointed, and no other starts.
+
+Threads and turns. A graph with a checkpointer keeps its state per thread (``thread_id`` in
+``config["configurable"]``), in the checkpointer, not on the graph: runs on different threads run
+side by side, and a run on a thread waits for the live run on the same thread
+(``turn_key``, ``nbagent.runtime.turns``). An explicit ``thread_id`` is LangGraph's own: the
+thread's state is used whatever ``reset`` says. Without one, nbagent picks the thread: a new one
+for ``reset=True``, the thread of the graph's previous run for ``reset=False``. A graph without a
+checkpointer keeps nothing: ``reset=False`` is refused with the reason.
+
+End states. ``GraphRecursionError`` (``recursion_limit``, or ``max_steps=`` which sets it) is
+``"max_steps"``; a node that raised is ``"error"`` with its exception; a pending ``interrupt()``
+waits for a person (``nbagent.adapters.langgraph_interrupts``), or with ``interrupts="end"`` ends
+the run ``"success"`` with LangGraph's own ``__interrupt__`` in the output, as ``ainvoke`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nbagent.adapters import instance_of
+from nbagent.adapters.langgraph_interrupts import answer_interrupts
+from nbagent.adapters.langgraph_records import (
+    chat_messages,
+    content_text,
+    messages_of,
+    output_of,
+    records_from_langgraph,
+    require_langgraph,
+)
+from nbagent.adapters.langgraph_stream import StepTracker
+from nbagent.context import RunContext
+from nbagent.errors import AgentInterrupted, MaxStepsReached
+from nbagent.runtime.identity_map import IdentityMap
+from nbagent.text import safe_text, shorten
+
+__all__ = ["LangGraphSource", "is_langgraph_graph", "records_from_langgraph"]
+
+BASE_MODES = ("messages", "updates", "tasks", "values")
+DRAIN_POLL_S = 0.02
+"""How often a run looks for a "Stop after step" while the graph runs."""
+
+_last_threads = IdentityMap()
+"""Each graph's newest nbagent-picked or given thread (for ``reset=False`` without a thread)."""
+
+
+def is_langgraph_graph(obj: Any) -> bool:
+    """True for a compiled LangGraph graph (``Pregel``: ``CompiledStateGraph``, a LangChain agent,
+    an ``@entrypoint``). Never imports LangGraph itself."""
+    return instance_of(obj, "langgraph.pregel.main", "Pregel")
+
+
+def _has_checkpointer(graph: Any) -> bool:
+    saver = getattr(graph, "checkpointer", None)
+    return saver is not None and not isinstance(saver, bool)
+
+
+def _thread_of(config: Any) -> Any:
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    return configurable.get("thread_id") if isinstance(configurable, dict) else None
+
+
+class LangGraphSource:
+    """An nbagent source for a compiled LangGraph graph; ``nbagent.start`` makes one per run."""
+
+    takes_turns = False
+    """The graph keeps nothing on itself; a thread's runs take turns by ``turn_key``."""
+
+    def __init__(self, graph: Any) -> None:
+        require_langgraph()
+        if not is_langgraph_graph(graph):
+            raise TypeError(f"not a compiled LangGraph graph: {type(graph).__name__}")
+        self.graph = graph
+        self.agent = graph
+        """What the runner orders and continues runs of (``nbagent.runtime.turns``)."""
+        self.name = safe_text(getattr(graph, "name", None) or type(graph).__name__)
+        self.thread_id: Any = None
+        """The thread this run used (nbagent picks one when the config names none)."""
+        self.values: Any = None
+        """The graph's state when the run ended (as ``graph.ainvoke`` would return it)."""
+
+    @property
+    def model_name(self) -> str:
+        return _model_name(self.graph)
+
+    def __repr__(self) -> str:
+        return f"LangGraphSource({self.name})"
+
+    def task_text(self, task: Any) -> str:
+        """The run's task as text for its record: a message list or state dict reads as its last
+        user message, a ``Command`` as what it resumes with."""
+        if isinstance(task, str):
+            return task
+        if task is None:
+            return "(go on from the checkpoint)"
+        if type(task).__name__ == "Command":
+            return shorten(f"resume: {safe_text(getattr(task, 'resume', None))}", 2000)
+        messages = task if isinstance(task, (list, tuple)) else messages_of(task)
+        for message in reversed(messages):
+            text = _user_text(message)
+            if text is not None:
+                return text
+        return shorten(safe_text(task), 2000)
+
+    def turn_key(self, options: dict[str, Any], reset: bool = True) -> str | None:
+        """The thread whose runs take turns (``nbagent.runtime.turns``): a graph with a
+        checkpointer keeps a thread's state in it, so two runs on one thread must not overlap.
+        Called once, on the loop, as the run joins its line. When the config names no thread it
+        picks one and writes it into this run's own ``options`` (a new config: the user's dict is
+        left as given), so the run drives the thread it queued for, whatever other runs do."""
+        config = options.get("config")
+        if not _has_checkpointer(self.graph) or (config is not None and not isinstance(config, dict)):
+            return None
+        thread = _thread_of(config)
+        if thread is None:
+            last = _last_threads.get(self.graph) if not reset else None
+            thread = last if last is not None else f"nbagent-{uuid.uuid4().hex[:12]}"
+            configurable = {**((config or {}).get("configurable") or {}), "thread_id": thread}
+            options["config"] = {**(config or {}), "configurable": configurable}
+        with contextlib.suppress(TypeError):
+            _last_threads.set(self.graph, thread)
+        return str(thread)
+
+    async def drive(
+        self,
+        task: Any,
+        ctx: RunContext,
+        reset: bool = True,
+        *,
+        config: dict[str, Any] | None = None,
+        context: Any = None,
+        max_steps: int | None = None,
+        stream_mode: str | list[str] | None = None,
+        on_chunk: Callable[[tuple[str, ...], str, Any], Any] | None = None,
+        interrupt_before: Any = None,
+        interrupt_after: Any = None,
+        durability: str | None = None,
+        interrupts: Literal["ask", "end"] = "ask",
+    ) -> Any:
+        """Run ``task`` with ``graph.astream``, reporting through ``ctx``; returns the run's answer
+        (``structured_response``, else the last model message's text, else the final state)."""
+        from langgraph.errors import GraphDrained, GraphRecursionError
+        from langgraph.runtime import RunControl
+        from langgraph.types import Command
+
+        if interrupts not in ("ask", "end"):
+            raise ValueError(f"interrupts must be 'ask' or 'end', not {interrupts!r}")
+        config = self._config(config, reset, max_steps)
+        extra = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
+        kwargs = {
+            "context": context, "interrupt_before": interrupt_before,
+            "interrupt_after": interrupt_after, "durability": durability,
+        }  # fmt: skip
+        kwargs = {name: value for name, value in kwargs.items() if value is not None}
+        tracker = StepTracker(ctx)
+        graph_input = self._input(task)
+        control = RunControl()
+        watcher = asyncio.ensure_future(_drain_on_stop(ctx, control))
+        try:
+            while True:
+                tracker.interrupts.clear()
+                stream = self.graph.astream(
+                    graph_input, config, stream_mode=[*BASE_MODES, *extra], subgraphs=True,
+                    control=control, **kwargs,
+                )  # fmt: skip
+                async with contextlib.aclosing(stream):
+                    async for namespace, mode, data in stream:
+                        tracker.feed(namespace, mode, data)
+                        if ctx.scope.stop_after_step and not control.drain_requested:
+                            control.request_drain("stopped after the step")
+                        if on_chunk is not None and mode in extra:
+                            on_chunk(namespace, mode, data)
+                self.values = tracker.values
+                if not tracker.interrupts or interrupts == "end":
+                    break
+                graph_input = Command(resume=await answer_interrupts(ctx, tracker, tracker.interrupts))
+            tracker.close_all()
+        except GraphDrained as exc:
+            raise AgentInterrupted("stopped after the step") from exc
+        except GraphRecursionError as exc:
+            tracker.close_all()
+            raise MaxStepsReached(safe_text(exc)) from exc
+        finally:
+            watcher.cancel()
+            ctx.messages = chat_messages(messages_of(tracker.values))
+        if tracker.interrupts:  # interrupts="end": the run ends paused, as ainvoke returns
+            values = dict(self.values) if isinstance(self.values, dict) else {}
+            self.values = {**values, "__interrupt__": list(tracker.interrupts)}
+            return self.values
+        return output_of(self.values)
+
+    def _config(self, config: dict[str, Any] | None, reset: bool, max_steps: int | None) -> dict[str, Any]:
+        if config is not None and not isinstance(config, dict):
+            raise TypeError(f"config must be a dict (a RunnableConfig), not {type(config).__name__}")
+        config = dict(config or {})
+        if not _has_checkpointer(self.graph):
+            if not reset:
+                raise ValueError(
+                    f"reset=False cannot continue {self.name}: it has no checkpointer, so it keeps "
+                    "nothing between runs (compile it with checkpointer=InMemorySaver() and pass "
+                    'config={"configurable": {"thread_id": ...}})'
+                )
+        else:
+            if _thread_of(config) is None:  # driven without the runner's turn (which picks it)
+                options = {"config": config}
+                self.turn_key(options, reset)
+                config = dict(options["config"])
+            self.thread_id = _thread_of(config)
+        if max_steps is not None:
+            if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+                raise ValueError(f"max_steps must be a positive int, not {max_steps!r}")
+            config["recursion_limit"] = max_steps
+        return config
+
+    def _input(self, task: Any) -> Any:
+        if isinstance(task, str):
+            if "messages" not in getattr(self.graph, "channels", {}):
+                raise TypeError(
+                    f"{self.name} has no messages in its state, so a text task cannot be its input: "
+                    "pass the input state as a dict"
+                )
+            return {"messages": [{"role": "user", "content": task}]}
+        if isinstance(task, (list, tuple)):
+            return {"messages": list(task)}
+        return task
+
+
+async def _drain_on_stop(ctx: RunContext, control: Any) -> None:
+    """Turn a "Stop after step" into LangGraph's drain: the super-step in flight finishes."""
+    while not ctx.scope.stop_after_step:
+        await asyncio.sleep(DRAIN_POLL_S)
+    control.request_drain("stopped after the step")
+
+
+def _user_text(message: Any) -> str | None:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, dict):
+        if message.get("role") in ("user", "human"):
+            return content_text(message.get("content"))
+        return None
+    if isinstance(message, (list, tuple)) and len(message) == 2 and message[0] in ("user", "human"):
+        return content_text(message[1])
+    if getattr(message, "type", None) == "human":
+        return content_text(message.content)
+    return None
+
+
+def _model_name(graph: Any) -> str:
+    """The chat model a graph's agent node uses, when it can be found without running it."""
+    for node in getattr(graph, "nodes", {}).values():
+        bound = getattr(node, "bound", None)
+        for holder in (bound, getattr(bound, "func", None), getattr(bound, "afunc", None)):
+            model = getattr(holder, "model", None) or getattr(holder, "__self__", None)
+            name = getattr(model, "model_name", None) or getattr(model, "model", None)
+            if isinstance(name, str):
+                return name
+    return "unknown"

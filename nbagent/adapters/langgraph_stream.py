@@ -1,0 +1,261 @@
+"""LangGraph's stream, as nbagent steps: what the live adapter reports of each chunk.
+
+The adapter runs ``graph.astream(..., stream_mode=["messages", "updates", "tasks", "values"],
+subgraphs=True)``; every chunk comes here, on the runner's loop, as ``(namespace, mode, data)``:
+
+- ``messages``: a model's reply as it streams (``AIMessageChunk``s sharing one id), or whole when
+  the model cannot stream. Each model call is one step: its first chunk starts it, its text
+  streams into the view, and when the reply is whole (the last chunk, the whole message, or the
+  end of the node's task) its usage (``usage_metadata``; none stays unknown) and tool calls are
+  reported. A ``ToolMessage`` answers a call: ``ok``, or ``error`` when the tool failed.
+- ``updates``: tool messages a node wrote (a tool that returned a ``Command``), and the root
+  graph's ``__interrupt__`` (the run's pending interrupts).
+- ``tasks``: when each node starts and ends. A node that calls no model and runs no tool (a
+  router, a retriever, a node that runs a subgraph) is shown compactly as one line named by its
+  path (``researcher › summarize``), with what it wrote; a node that wrote nothing is not shown.
+  A tool node that raised ends its calls ``error``.
+- ``values``: the root graph's state after each super-step (the run's final state at the end).
+
+Steps run side by side when the graph runs model calls in parallel (``Send``, parallel
+branches); each event is stamped with its own step, and steps close in the order they started,
+so the live view, which freezes finished steps, never sees a later step end before an earlier
+one. A model step stays open until every call it made is answered (or the run ends).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nbagent import events as ev
+from nbagent.adapters.langgraph_records import compact, content_text, message_type, tool_outcome, usage_of
+from nbagent.context import RunContext
+
+TOOL_NODES = frozenset({"tools"})
+"""Node names of tool nodes (``create_agent``, ``create_react_agent``, ``ToolNode`` by default)."""
+
+
+@dataclass
+class _Open:
+    """A step not finished yet."""
+
+    kind: ev.StepKind = "action"
+    calls: set[str] = field(default_factory=set)
+    text: str | None = None
+    closable: bool = False
+
+
+@dataclass
+class _Model:
+    """One model call in progress."""
+
+    step: int
+    task_id: str | None
+    chunk: Any = None
+
+
+def _task_of(meta: dict[str, Any]) -> str | None:
+    ns = meta.get("langgraph_checkpoint_ns") or meta.get("checkpoint_ns") or ""
+    last = ns.split("|")[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
+def _path(namespace: tuple[str, ...], name: str) -> str:
+    return " › ".join([*(part.split(":", 1)[0] for part in namespace), name])
+
+
+def _is_tool_input(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) and "id" in v for v in value)
+
+
+class StepTracker:
+    """Turns stream chunks into the run's events. One per nbagent run (it spans the passes of a
+    run that resumes after an interrupt); loop thread only."""
+
+    def __init__(self, ctx: RunContext, tool_nodes: frozenset[str] = TOOL_NODES) -> None:
+        self.ctx = ctx
+        self.tool_nodes = tool_nodes
+        self.top = ctx.step
+        self.open: dict[int, _Open] = {}
+        self.models: dict[str, _Model] = {}
+        self.ended: set[str] = set()
+        self.calls: dict[str, int] = {}
+        """Open tool call id -> its step."""
+        self.call_info: dict[str, tuple[str, Any]] = {}
+        self.denied: set[str] = set()
+        self.tasks: dict[str, tuple[float, bool]] = {}
+        """Task id -> (start time, whether it called a model)."""
+        self.values: Any = None
+        self.interrupts: list[Any] = []
+
+    # -- stamping -----------------------------------------------------------------------------
+
+    def _at(self, step: int) -> RunContext:
+        self.ctx.step = step
+        return self.ctx
+
+    def _done(self) -> None:
+        self.ctx.step = self.top
+
+    def _start(self, kind: ev.StepKind) -> int:
+        self.ctx.step = self.top
+        self.top = self.ctx.start_step(kind)
+        self.open[self.top] = _Open(kind)
+        return self.top
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    def feed(self, namespace: tuple[str, ...], mode: str, data: Any) -> None:
+        try:
+            if mode == "messages":
+                message, meta = data
+                kind = message_type(message)
+                if kind == "ai":
+                    self._model_chunk(message, meta)
+                elif kind == "tool":
+                    self._answered(message)
+            elif mode == "updates" and isinstance(data, dict):
+                self._updates(namespace, data)
+            elif mode == "tasks" and isinstance(data, dict):
+                self._task(namespace, data)
+            elif mode == "values" and not namespace:
+                self.values = data
+        finally:
+            self._done()
+
+    def _model_chunk(self, message: Any, meta: dict[str, Any]) -> None:
+        key = message.id or f"task:{_task_of(meta)}"
+        if key in self.ended:
+            return  # the whole reply again (a node's output): already reported
+        call = self.models.get(key)
+        if call is None:
+            task_id = _task_of(meta)
+            if task_id in self.tasks:
+                self.tasks[task_id] = (self.tasks[task_id][0], True)
+            call = self.models[key] = _Model(self._start("action"), task_id)
+        text = content_text(message.content)
+        if text:
+            self._at(call.step).text(text)
+        if "Chunk" not in type(message).__name__:
+            call.chunk = message
+            self._model_end(key)
+            return
+        call.chunk = message if call.chunk is None else call.chunk + message
+        if getattr(message, "chunk_position", None) == "last":
+            self._model_end(key)
+
+    def _model_end(self, key: str) -> None:
+        call = self.models.pop(key)
+        self.ended.add(key)
+        message = call.chunk
+        ctx, step = self._at(call.step), self.open[call.step]
+        ctx.model_ended()
+        tokens_in, tokens_out = usage_of(message)
+        ctx.usage(tokens_in, tokens_out, "unknown" if tokens_in is None else "reported")
+        step.text = content_text(message.content)
+        tool_calls = getattr(message, "tool_calls", None) or []
+        for tool_call in tool_calls:
+            ctx.tool_started(tool_call["id"], tool_call["name"], tool_call["args"])
+            self.calls[tool_call["id"]] = call.step
+            self.call_info[tool_call["id"]] = (tool_call["name"], tool_call["args"])
+            step.calls.add(tool_call["id"])
+        step.kind = "action" if tool_calls else "final"
+        step.closable = not tool_calls
+        self._close_ready()
+
+    def _answered(self, message: Any) -> None:
+        call_id = getattr(message, "tool_call_id", None)
+        number = self.calls.pop(call_id, None)
+        if number is None:
+            return
+        status, result, error = tool_outcome(message)
+        if call_id in self.denied:
+            status, result, error = "denied", None, error or content_text(message.content)
+        self._at(number).tool_finished(call_id, status, result, error)  # type: ignore[arg-type]
+        self._settle(number, call_id)
+
+    def _settle(self, number: int, call_id: str) -> None:
+        step = self.open.get(number)
+        if step is not None:
+            step.calls.discard(call_id)
+            step.closable = not step.calls
+            self._close_ready()
+
+    def _updates(self, namespace: tuple[str, ...], data: dict[str, Any]) -> None:
+        for node, update in data.items():
+            if node == "__interrupt__":
+                if not namespace:
+                    self.interrupts.extend(update)
+                continue
+            for value in update if isinstance(update, (list, tuple)) else (update,):
+                messages = value.get("messages") if isinstance(value, dict) else None
+                for message in messages if isinstance(messages, (list, tuple)) else (messages,):
+                    if message_type(message) == "tool":
+                        self._answered(message)
+
+    def _task(self, namespace: tuple[str, ...], data: dict[str, Any]) -> None:
+        task_id, name = data.get("id"), str(data.get("name"))
+        if "input" in data:  # a node starts
+            self.tasks[task_id] = (
+                time.perf_counter(),
+                _is_tool_input(data["input"]) or name in self.tool_nodes,
+            )
+            return
+        started, quiet = self.tasks.pop(task_id, (time.perf_counter(), False))
+        for key in [k for k, m in self.models.items() if m.task_id == task_id]:
+            self._model_end(key)  # a reply with no "last" chunk is whole once its node ends
+        error = data.get("error")
+        if error is not None and (name in self.tool_nodes or quiet):
+            for call_id, number in list(self.calls.items()):
+                self.calls.pop(call_id)
+                self._at(number).tool_finished(call_id, "error", error=content_text(str(error)))
+                self._settle(number, call_id)
+            return
+        result = data.get("result")
+        if quiet or error is not None or not result or data.get("interrupts"):
+            return
+        self._node_line(namespace, name, task_id, started, result)
+
+    def _node_line(
+        self, namespace: tuple[str, ...], name: str, task_id: str, started: float, result: Any
+    ) -> None:
+        """A node that is neither a model call nor a tool: one compact line, in the newest open
+        step, or in a step of its own."""
+        number = max(self.open) if self.open else self._start("action")
+        ctx, call_id = self._at(number), f"node:{task_id}"
+        ctx.emit(ev.ToolCallStarted(ctx.run_id, number, started, call_id, _path(namespace, name), None))
+        ctx.tool_finished(call_id, "ok", compact(result))
+        if number == self.top and not self.open[number].calls and self.open[number].text is None:
+            self.open[number].closable = True
+            self._close_ready()
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def _close_ready(self) -> None:
+        while self.open:
+            number = min(self.open)
+            step = self.open[number]
+            if not step.closable:
+                return
+            del self.open[number]
+            self._at(number).finish_step(model_output=step.text, kind=step.kind)
+
+    def close_all(self) -> None:
+        """The run went through: finish every open step (an unanswered call ends ``cancelled``)."""
+        for key in list(self.models):
+            self._model_end(key)
+        for step in self.open.values():
+            step.closable = True
+        self._close_ready()
+        self._done()
+
+    def open_calls(self) -> dict[str, tuple[str, Any, int]]:
+        """The calls made and not answered yet: id -> (tool, arguments, step), for interrupts."""
+        return {call_id: (*self.call_info[call_id], number) for call_id, number in self.calls.items()}
+
+    def newest_step(self) -> int:
+        """The newest open step, or a new one (an interrupt outside any model step)."""
+        number = max(self.open) if self.open else self._start("action")
+        self._done()
+        return number

@@ -1,0 +1,106 @@
+"""LangGraph interrupts in the live view's approval panel.
+
+A graph paused on ``interrupt(payload)`` has pending requests (``PendingApproval.form`` says what
+each asks; ``nbagent.adapters.langgraph_interrupts``). The approval panel draws a row per request:
+
+- an approval-shaped request (LangChain's human-in-the-loop review of a tool call): the call's
+  arguments, a reason field, **Approve**, **Deny**, and, when the review allows it, the arguments
+  as editable JSON with **Approve edited**;
+- any other payload: the payload in full, a text box and **Send**.
+
+Like the tool-call rows, the click handlers run on whatever thread the kernel delivers the click
+on and only call the run's thread-safe ``approve`` / ``deny`` / ``edit`` / ``resume``. A row whose
+edited JSON does not parse says so in the row and sends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from nbagent.view.guards import arguments_in_full
+from nbagent.view.html import esc
+
+if TYPE_CHECKING:
+    from nbagent.runtime.handle import Run
+
+
+def form_of(run: Run, call_id: str) -> dict[str, Any] | None:
+    """What the pending request ``call_id`` asks, or None for a plain tool call."""
+    for pending in run.approvals.pending:
+        if pending.call_id == call_id:
+            return pending.form
+    return None
+
+
+class InterruptRow:
+    """One pending interrupt request: its payload and the controls its form asks for."""
+
+    def __init__(self, run: Run, call_id: str, tool: str, arguments: Any, form: dict[str, Any]) -> None:
+        self.run = run
+        self.call_id = call_id
+        self.controls: list[widgets.Widget] = []
+        approval = form.get("kind") == "approval"
+        what = "waits for your review" if approval else "asks for your answer"
+        description = form.get("description")
+        note = f'<div class="nbagent-dim">{esc(description)}</div>' if description else ""
+        self.info = widgets.HTML(
+            f"<div><b>◆ {esc(tool)}</b> {what} "
+            f'<span class="nbagent-dim">({esc(call_id)})</span></div>{note}'
+            f'<div class="nbagent-args">{esc(arguments_in_full(arguments))}</div>'
+        )
+        self.message = widgets.HTML("")
+        rows: list[widgets.Widget] = [self.info]
+        if approval:
+            rows += self._approval_controls(form.get("allowed", ()), arguments)
+        else:
+            self.answer = widgets.Text(placeholder="your answer")
+            self.send_button = self._button("Send", "paper-plane", "Resume the graph with this answer")
+            self.send_button.on_click(self._on_send)
+            rows.append(widgets.HBox([self.answer, self.send_button]))
+        rows.append(self.message)
+        self.widget = widgets.VBox(rows)
+        self.widget.add_class("nbagent-approval")
+
+    def _button(self, label: str, icon: str, tooltip: str) -> widgets.Button:
+        button = widgets.Button(description=label, icon=icon, tooltip=tooltip)
+        self.controls.append(button)
+        return button
+
+    def _approval_controls(self, allowed: Any, arguments: Any) -> list[widgets.Widget]:
+        self.reason = widgets.Text(placeholder="reason (shown to the model if you deny)")
+        self.approve_button = self._button("Approve", "check", "Run this call")
+        self.deny_button = self._button("Deny", "times", "Refuse this call")
+        self.approve_button.add_class("nbagent-approve")
+        self.deny_button.add_class("nbagent-deny")
+        self.approve_button.on_click(lambda _b: self.run.approve(self.call_id))
+        self.deny_button.on_click(lambda _b: self.run.deny(self.call_id, self.reason.value.strip() or None))
+        self.controls.append(self.reason)
+        rows: list[widgets.Widget] = [widgets.HBox([self.approve_button, self.deny_button, self.reason])]
+        if "edit" in allowed:
+            self.arguments = widgets.Textarea(value=arguments_in_full(arguments), rows=4)
+            self.arguments.layout.width = "100%"
+            self.edit_button = self._button("Approve edited", "pencil", "Run this call with these arguments")
+            self.edit_button.add_class("nbagent-edit")
+            self.edit_button.on_click(self._on_edit)
+            self.controls.append(self.arguments)
+            rows.append(widgets.VBox([self.arguments, self.edit_button]))
+        return rows
+
+    # Clicks: any thread; they only answer through the run, which is thread-safe.
+    def _on_edit(self, _button: widgets.Button) -> None:
+        try:
+            arguments = json.loads(self.arguments.value)
+        except ValueError as exc:
+            self.message.value = f'<div class="nbagent-error">the arguments are not JSON: {esc(exc)}</div>'
+            return
+        self.run.edit(self.call_id, arguments)
+
+    def _on_send(self, _button: widgets.Button) -> None:
+        self.run.resume(self.answer.value, self.call_id)
+
+    def close(self) -> None:
+        for control in self.controls:
+            control.disabled = True

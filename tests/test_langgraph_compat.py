@@ -1,0 +1,162 @@
+"""Compatibility: scenarios in the style of LangGraph's and LangChain's own agent tests
+(``tests/langgraph_scenarios.py``), run plainly (``graph.ainvoke``, ``Command(resume=...)``) and
+through nbagent, compared on the final state, the output, the usage, the tool calls and the
+thread's state afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+pytest.importorskip("langchain", reason="LangChain agents (create_agent) need langchain")
+
+from conftest import wait_until
+from langgraph.types import Command
+from langgraph_scenarios import Scenario, all_scenarios
+
+import nbagent
+from nbagent.adapters.langgraph_records import content_text, message_type, output_of
+
+SCENARIOS = all_scenarios()
+
+
+def _norm(value: Any) -> Any:
+    """A state with message ids and other per-run identifiers left out."""
+    if message_type(value) is not None:
+        calls = [(c["name"], c["args"], c["id"]) for c in getattr(value, "tool_calls", None) or []]
+        return (message_type(value), content_text(value.content), calls, getattr(value, "tool_call_id", None),
+                getattr(value, "status", None))  # fmt: skip
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items() if k != "__interrupt__"}
+    if isinstance(value, (list, tuple)):
+        return [_norm(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    if type(value).__name__ == "Interrupt":
+        return ("interrupt", json.dumps(value.value, default=str))
+    return value
+
+
+def _usage(messages: list[Any], seen: set[str]) -> tuple[int, int]:
+    tokens_in = tokens_out = 0
+    for message in messages:
+        usage = getattr(message, "usage_metadata", None)
+        if message_type(message) == "ai" and usage and id(message) not in seen:
+            tokens_in, tokens_out = tokens_in + usage["input_tokens"], tokens_out + usage["output_tokens"]
+    return tokens_in, tokens_out
+
+
+def _config(turn: Any, thread: str) -> dict[str, Any]:
+    return {**turn.config, "configurable": {"thread_id": thread}}
+
+
+def _plain_input(task: Any) -> Any:
+    """What a LangGraph user passes for the same input: a string is one user message."""
+    if isinstance(task, str):
+        return {"messages": [{"role": "user", "content": task}]}
+    if isinstance(task, list):
+        return {"messages": task}
+    return task
+
+
+async def _plain(scenario: Scenario) -> dict[str, Any]:
+    graph = scenario.build()
+    outcome: dict[str, Any] = {"outputs": [], "error": None}
+    for turn in scenario.turns:
+        config = _config(turn, "plain")
+        kwargs = {"context": turn.context} if turn.context is not None else {}
+        try:
+            result = await graph.ainvoke(_plain_input(turn.input), config, **kwargs)
+            for value in turn.plain_resume:
+                result = await graph.ainvoke(Command(resume=value), config, **kwargs)
+        except Exception as exc:
+            outcome["error"] = type(exc).__name__
+            break
+        outcome["outputs"].append(output_of(result) if "__interrupt__" not in result else "paused")
+        outcome["final"] = result
+    state = await graph.aget_state(config)
+    outcome["thread"], outcome["next"] = state.values, state.next
+    return outcome
+
+
+def _answering(run: nbagent.Run, answers: list[Any]) -> None:
+    for answer in answers:
+        wait_until(lambda: run.pending_approvals or run.done(), timeout=30)
+        if run.done():
+            return
+        asked = {p.call_id for p in run.pending_approvals}
+        answer(run)
+        _wait_answered(run, asked)
+
+
+def _wait_answered(run: nbagent.Run, asked: set[str]) -> None:
+    wait_until(lambda: not asked & {p.call_id for p in run.pending_approvals} or run.done(), timeout=30)
+
+
+def _through_nbagent(scenario: Scenario) -> dict[str, Any]:
+    graph = scenario.build()
+    outcome: dict[str, Any] = {"outputs": [], "error": None, "records": []}
+    for index, turn in enumerate(scenario.turns):
+        config = _config(turn, "nbagent")
+        kwargs = {"context": turn.context} if turn.context is not None else {}
+        run = nbagent.start(graph, turn.input, display=False, reset=index == 0, config=config, **kwargs)
+        _answering(run, turn.answer)
+        record = run.wait(timeout=60)
+        outcome["records"].append(record)
+        if record.status in ("error", "max_steps"):
+            outcome["error"] = record.error_type if record.status == "error" else "GraphRecursionError"
+            outcome["error_text"] = record.error
+            break
+        assert record.status == "success", (record.status, record.error)
+        outcome["outputs"].append(record.output)
+        outcome["final"] = run.source.values
+    state = graph.get_state(config)
+    outcome["thread"], outcome["next"] = state.values, state.next
+    return outcome
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_matches_a_plain_run(name: str) -> None:
+    scenario = SCENARIOS[name]
+    plain = asyncio.run(_plain(scenario))
+    ours = _through_nbagent(scenario)
+    assert ours["error"] == plain["error"] == scenario.error, ours.get("error_text")
+    assert _norm(ours["thread"]) == _norm(plain["thread"])
+    assert ours["next"] == plain["next"]
+    if scenario.error is None:
+        assert _norm(ours["outputs"]) == _norm(plain["outputs"])
+        # ainvoke leaves private channels (HumanInTheLoopMiddleware's) out of what it returns
+        final = {key: value for key, value in ours["final"].items() if key in plain["final"]}
+        assert _norm(final) == _norm(plain["final"])
+    _check_records(ours["records"], ours["thread"], failed=scenario.error is not None)
+
+
+def _check_records(records: list[Any], thread: dict[str, Any], failed: bool) -> None:
+    """Usage and tool calls in the records add up to the model replies and tool results the
+    thread keeps."""
+    messages = thread.get("messages", []) if isinstance(thread, dict) else []
+    calls = [(c["name"], c["args"]) for m in messages if message_type(m) == "ai" for c in m.tool_calls]
+    results = {m.tool_call_id: m for m in messages if message_type(m) == "tool"}
+    recorded = [
+        c for r in records for s in r.steps for c in s.tool_calls if not c.call_id.startswith("node:")
+    ]
+    recorded = [c for c in recorded if c.tool != "interrupt"]
+    if failed:
+        return
+    assert [(c.tool, c.arguments) for c in recorded] == calls
+    for call in recorded:
+        answered = results.get(call.call_id)
+        if answered is not None and call.status != "denied":
+            assert call.status == ("error" if answered.status == "error" else "ok"), call
+    tokens_in, tokens_out = _usage(messages, set())
+    known_in = sum(r.input_tokens or 0 for r in records)
+    known_out = sum(r.output_tokens or 0 for r in records)
+    assert (known_in, known_out) == (tokens_in, tokens_out)
+
+
+def test_there_are_at_least_thirty_scenarios() -> None:
+    assert len(SCENARIOS) >= 30
