@@ -106,7 +106,7 @@ def one_interrupt(phase: str, rng: random.Random) -> float:
     elif phase == "nested_child":
 
         def child_streams() -> bool:
-            child[:] = [r for r in nbagent.runtime.runner.live_runs() if r.parent_run_id == run.run_id]
+            child[:] = [r for r in nbagent.runtime.handle.live_runs() if r.parent_run_id == run.run_id]
             return bool(child) and bool(child[0].live_text(1))
 
         wait_for(child_streams)

@@ -24,9 +24,10 @@ The calls:
   ``summary()``, plots); ``RunStore``: the same, persisted in SQLite; ``runs_frame`` /
   ``steps_frame`` / ``tool_calls_frame`` from any records.
 - ``configure(store=, display=, limits=, quiet_smolagents=, history_limit=)``: process-wide defaults.
-- Errors: ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``, ``MaxStepsReached``,
-  ``LimitExceeded``;
-  ``StoppedByKeyboard`` (a ``KeyboardInterrupt``) after Ctrl-C stopped a run you waited on.
+- Errors: ``NbagentError`` > ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``,
+  ``MaxStepsReached``, ``LimitExceeded``; ``NbagentError`` > ``StoreError`` (a store's file),
+  ``LeaseHeldError`` (a batch name held elsewhere); ``StoppedByKeyboard`` (a ``KeyboardInterrupt``,
+  ``BatchStoppedByKeyboard`` its batch form) after Ctrl-C stopped what you waited on.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.agent import Agent
 from nbagent.analytics import history
+from nbagent.api import arun, interrupt_all, run, start
 from nbagent.batches import Batch, BatchStoppedByKeyboard, LocalBackend, batch, run_batch
 from nbagent.config import configure
 from nbagent.demo import demo_agent
 from nbagent.errors import (
     AgentError,
+    NbagentError,
     AgentInterrupted,
     LimitExceeded,
     MaxStepsReached,
@@ -52,7 +55,7 @@ from nbagent.guardrails import ApprovalCall, Limits, PendingApproval
 from nbagent.models.base import ToolCall
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.runtime.cancel import check_interrupt
-from nbagent.runtime.runner import Run, arun, interrupt_all, run, start
+from nbagent.runtime.handle import Run
 from nbagent.tools import Tool, tool
 
 __version__ = "0.1.0"
@@ -120,6 +123,7 @@ __all__ = [
     "LocalBackend",
     "MaxStepsReached",
     "ModelError",
+    "NbagentError",
     "PendingApproval",
     "RayBackend",
     "Run",

@@ -17,9 +17,10 @@ from types import FrameType
 from typing import Any
 
 from nbagent import __version__
+from nbagent.api import start
 from nbagent.demo import DEMO_TASK, demo_agent
 from nbagent.errors import StoppedByKeyboard
-from nbagent.runtime.runner import Run, start
+from nbagent.runtime.handle import Run
 from nbagent.view.terminal import TextView
 
 EXIT_SIGINT = 130

@@ -15,8 +15,13 @@ if TYPE_CHECKING:
     from nbagent.records import RunRecord
 
 
-class AgentError(Exception):
-    """Base of every error nbagent raises. ``record`` is the run's record when one exists."""
+class NbagentError(Exception):
+    """Base of every error nbagent raises: about a run (``AgentError``), a store's file
+    (``nbagent.analytics.store.StoreError``), a batch's name held elsewhere (``LeaseHeldError``)."""
+
+
+class AgentError(NbagentError):
+    """Base of the errors about a run. ``record`` is the run's record when one exists."""
 
     def __init__(self, message: str, *, record: RunRecord | None = None) -> None:
         super().__init__(message)
@@ -84,7 +89,8 @@ class LimitExceeded(AgentError):
 
 
 class StoppedByKeyboard(KeyboardInterrupt):
-    """Ctrl-C (or Jupyter's interrupt) stopped a run that a blocking call or an ``await`` waited on.
+    """Ctrl-C (or Jupyter's interrupt) stopped a run (or a batch: ``BatchStoppedByKeyboard``) that
+    a blocking call or an ``await`` waited on.
 
     Raised *after* the run's interrupted record is complete (and stored), so a script's loop, a
     cell and "Run All" stop instead of starting the next run. ``record`` is that record (also

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -196,9 +197,7 @@ class RunRecord:
         return line
 
     def __str__(self) -> str:
-        from nbagent.view.terminal import record_text
-
-        return record_text(self)
+        return renderers.text(self) if renderers.text is not None else self.summary()
 
     def __repr__(self) -> str:
         tokens = "?" if self.total_tokens is None else str(self.total_tokens)
@@ -211,17 +210,28 @@ class RunRecord:
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self) if cycle else str(self))
 
-    def _repr_html_(self) -> str:
-        from nbagent.view.html import record_display_html
-
-        return record_display_html(self)
+    def _repr_html_(self) -> str | None:
+        return renderers.html(self) if renderers.html is not None else None
 
     def to_html(self, path: str | os.PathLike[str]) -> Path:
         """Write this run as one self-contained HTML file (its own CSS, no script, nothing fetched)
         that opens in any browser without a kernel; returns the path written."""
-        from nbagent.explore.share import to_html
+        if renderers.file is None:
+            raise RuntimeError("no HTML writer is loaded: import nbagent (it sets one up)")
+        return renderers.file(self, path)
 
-        return to_html(self, path)
+
+class Renderers:
+    """How a record shows itself: as text, as a cell's HTML, as an HTML file. Records know no view:
+    the package's top layer (``nbagent.api``) plugs the views in as it loads, so the data layer
+    never imports the layers that draw it."""
+
+    text: Callable[[RunRecord], str] | None = None
+    html: Callable[[RunRecord], str] | None = None
+    file: Callable[[RunRecord, str | os.PathLike[str]], Path] | None = None
+
+
+renderers = Renderers()
 
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}

@@ -13,6 +13,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -26,6 +27,8 @@ class ScriptedChatModel(BaseChatModel):
     chunk_size: int = 4
     calls: int = 0
     cancelled: int = 0
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    """The messages of each call, as the model got them."""
 
     @property
     def _llm_type(self) -> str:
@@ -51,6 +54,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        self.seen.append(list(messages))
         return ChatResult(generations=[ChatGeneration(message=self._next())])
 
     async def _agenerate(
@@ -93,6 +97,7 @@ class ScriptedChatModel(BaseChatModel):
     def _stream(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> Iterator[ChatGenerationChunk]:
+        self.seen.append(list(messages))
         for chunk in self._chunks(self._next()):
             yield ChatGenerationChunk(message=chunk)
 
@@ -103,6 +108,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        self.seen.append(list(messages))
         for chunk in self._chunks(self._next()):
             if self.delay_s:
                 await self._sleep()

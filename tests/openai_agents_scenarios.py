@@ -30,9 +30,17 @@ from agents import (
 from agents.extensions.handoff_filters import remove_all_tools
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
+from openai import APIConnectionError, BadRequestError
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 from pydantic import BaseModel
 from typing_extensions import TypedDict
+
+try:
+    import httpx2 as http  # the HTTP client openai >= 3 is built on
+except ImportError:  # older openai
+    import httpx as http  # type: ignore[no-redef]
+
+API_URL = "https://api.example.test/v1/responses"
 
 
 @dataclass
@@ -222,6 +230,19 @@ def tool_error_with_failure_function() -> Case:
 def tool_error_raised() -> Case:
     model = scripted(calls(("explode_loudly", {}, "e1")), says("never"))
     return Case(Agent(name="loud", model=model, tools=[explode_loudly]))
+
+
+@function_tool
+async def wait_long(seconds: float) -> str:
+    """Waits (the SDK cancels it when a sibling call raises)."""
+    await asyncio.sleep(seconds)
+    return "waited"
+
+
+def tool_error_raised_beside_a_slow_tool() -> Case:
+    """The raising call is the run's error; the SDK cancels its sibling, which never answers."""
+    model = scripted(calls(("wait_long", {"seconds": 60}, "w1"), ("explode_loudly", {}, "e1")), says("never"))
+    return Case(Agent(name="loud", model=model, tools=[wait_long, explode_loudly]))
 
 
 def tool_not_found() -> Case:
@@ -430,6 +451,22 @@ def model_error() -> Case:
     return Case(Agent(name="broken", model=scripted(ModelStep.raise_error(ValueError("bad reply")))))
 
 
+def model_api_connection_error() -> Case:
+    """An ``openai.APIError`` (nbagent's ``ModelError``, with the SDK's type and message)."""
+    error = APIConnectionError(request=http.Request("POST", API_URL))
+    return Case(Agent(name="offline", model=scripted(ModelStep.raise_error(error))))
+
+
+def model_api_status_error() -> Case:
+    """A 4xx reply, after a tool ran: the ``openai.APIStatusError`` the SDK raises as it is."""
+    request = http.Request("POST", API_URL)
+    body = {"message": "bad model", "type": "invalid_request_error"}
+    response = http.Response(400, request=request, json={"error": body})
+    error = BadRequestError("Error code: 400 - bad model", response=response, body=body)
+    model = scripted(calls(("multiply", {"a": 2, "b": 5}, "m1")), ModelStep.raise_error(error))
+    return Case(Agent(name="refused", model=model, tools=[multiply]))
+
+
 def model_error_after_a_tool() -> Case:
     model = scripted(
         calls(("multiply", {"a": 2, "b": 2}, "m1")), ModelStep.raise_error(ConnectionError("gone"))
@@ -516,17 +553,19 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
     f.__name__: f
     for f in (
         text_only, instructions_function, tool_then_text, two_tools_in_one_turn, tools_over_three_turns,
-        tool_reads_the_context, tool_returns_a_dict, tool_error_is_observed, tool_error_with_failure_function,
-        tool_error_raised, tool_not_found, tool_with_bad_arguments, stop_on_first_tool, stop_at_tool_names,
-        custom_tool_use_behavior, custom_behavior_runs_again, structured_output, structured_output_invalid,
-        list_output, typed_dict_output, tool_then_structured_output, refusal, handoff_chain,
-        tool_then_handoff, handoff_filter_drops_items, handoff_remove_all_tools, handoff_invalid_filter,
-        handoff_with_input,
-        nested_handoffs, input_guardrail_tripped, blocking_input_guardrail_tripped, input_guardrail_passes,
-        run_config_input_guardrail, output_guardrail_tripped, output_guardrail_passes, max_turns_reached,
-        max_turns_none, max_turns_handler, list_input, list_input_with_content_parts, model_error,
-        model_error_after_a_tool, run_config_model_settings, run_config_model_overrides_agents, agent_as_tool,
-        approval_approved, approval_rejected, approval_rejected_with_reason, approvals_mixed_in_one_turn,
+        tool_reads_the_context, tool_returns_a_dict, tool_error_is_observed,
+        tool_error_with_failure_function, tool_error_raised, tool_error_raised_beside_a_slow_tool,
+        tool_not_found, tool_with_bad_arguments, stop_on_first_tool, stop_at_tool_names,
+        custom_tool_use_behavior, custom_behavior_runs_again, structured_output,
+        structured_output_invalid, list_output, typed_dict_output, tool_then_structured_output, refusal,
+        handoff_chain, tool_then_handoff, handoff_filter_drops_items, handoff_remove_all_tools,
+        handoff_invalid_filter, handoff_with_input, nested_handoffs, input_guardrail_tripped,
+        blocking_input_guardrail_tripped, input_guardrail_passes, run_config_input_guardrail,
+        output_guardrail_tripped, output_guardrail_passes, max_turns_reached, max_turns_none,
+        max_turns_handler, list_input, list_input_with_content_parts, model_error,
+        model_api_connection_error, model_api_status_error, model_error_after_a_tool,
+        run_config_model_settings, run_config_model_overrides_agents, agent_as_tool, approval_approved,
+        approval_rejected, approval_rejected_with_reason, approvals_mixed_in_one_turn,
         approval_by_a_condition, approvals_over_two_turns, resume_a_run_state,
     )
 }  # fmt: skip

@@ -252,7 +252,8 @@ def request_limit() -> Case:
 
 
 def token_limit() -> Case:
-    return Case(with_tools(Agent(TestModel())), options={"usage_limits": UsageLimits(total_tokens_limit=60)})
+    # crossed by the second request, whether the test model's estimate is streamed or not
+    return Case(with_tools(Agent(TestModel())), options={"usage_limits": UsageLimits(total_tokens_limit=100)})
 
 
 def tool_calls_limit() -> Case:
@@ -487,12 +488,15 @@ def plain_model_error() -> Case:
 
 
 def both_functions() -> Case:
+    """A model that can answer streamed or not (as a real provider's, the same answer either way)."""
+
     async def stream(messages, info):
-        yield "streamed"
+        yield "the "
+        yield "answer"
 
     return Case(
         Agent(
-            FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("requested")]), stream_function=stream)
+            FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("the answer")]), stream_function=stream)
         )
     )
 
@@ -519,7 +523,8 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         run_retries_keyword, deps_tool, dynamic_system_prompt, run_toolsets, metadata_keyword,
         run_model_keyword, request_limit, token_limit, tool_calls_limit, usage_incr_in_tool, delegation,
         carried_usage, cancel_from_tool, deferred_external, deferred_approved_resumed,
-        deferred_denied_resumed, deferred_external_resumed, history_ends_in_calls, stream_tool_then_text, stream_parallel_calls,
+        deferred_denied_resumed, deferred_external_resumed, history_ends_in_calls, stream_tool_then_text,
+        stream_parallel_calls,
         stream_output_retry, stream_unknown_tool, stream_invalid_args, stream_settings, stream_instructions,
         multimodal_task, message_history_keyword, plain_text, plain_tool_then_text, plain_structured,
         plain_reported_usage, plain_output_retries_exhausted, plain_model_error, both_functions,

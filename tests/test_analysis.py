@@ -216,7 +216,7 @@ def test_without_the_cost_extra_pricing_names_it_and_frames_show_na(records, mon
     monkeypatch.setitem(sys.modules, "genai_prices", None)
     cost._library_cost.cache_clear()
     try:
-        with pytest.raises(ImportError, match=r"nbagent\[cost\]"):
+        with pytest.raises(ImportError, match=r"nbagent-jupyter\[cost\]"):
             cost.step_cost("gpt-4o", 10, 10)
         # Records of runs made without the extra carry no cost of their own.
         priced = [dataclasses.replace(r, cost_usd=None) for r in records if r.model == "gpt-4o"]
@@ -342,7 +342,7 @@ def test_durations_plot_splits_by_status_or_kind(records):
 
 def test_plots_without_matplotlib_name_the_extra(records, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
-    with pytest.raises(ImportError, match=r"nbagent\[plots\]"):
+    with pytest.raises(ImportError, match=r"nbagent-jupyter\[plots\]"):
         plots.durations(records)
 
 

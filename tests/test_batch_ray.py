@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_until
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'nbagent[ray]')")
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'nbagent-jupyter[ray]')")
 
 from nbagent.analytics.store import RunStore  # noqa: E402
 from nbagent.batches import batch, run_batch  # noqa: E402

@@ -1,9 +1,9 @@
-"""Every benchmark still runs: each ``benchmarks/*.py`` with ``--quick`` in a subprocess, once
-printing its figures for a person and once as ``--json``.
+"""Every benchmark still runs: each ``benchmarks/*.py`` with ``--quick --json`` in a subprocess.
 
 A smoke test, so no benchmark can rot unnoticed (a renamed column, a moved helper): it checks
-that each exits 0, prints figures (numbers) and that its ``--json`` output parses as one JSON
-object with numbers in it. It never asserts a timing: speed is the benchmarks' business, and
+that each exits 0 and that its output parses as one JSON object with numbers in it (the same
+measurement the plain mode prints for a person; running both would double the suite's time).
+It never asserts a timing: speed is the benchmarks' business, and
 the machine running the suite is shared. The list is read from the folder, so a new benchmark is
 covered the day it is added (and must take ``--quick``).
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,19 +63,11 @@ def numbers_in(value: Any) -> list[float]:
     return []
 
 
-def test_every_benchmark_is_covered_and_takes_quick():
+def test_every_benchmark_is_covered_and_takes_quick_and_json():
     assert len(SCRIPTS) >= 10
     for script in SCRIPTS:
-        assert "--quick" in script.read_text(encoding="utf-8"), f"{script.name} takes no --quick"
-
-
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
-def test_benchmark_prints_its_figures_with_quick(script: Path):
-    done = run_quick(script)
-    assert done.returncode == 0, f"{script.name} --quick failed:\n{done.stderr[-4000:]}"
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) >= 2, done.stdout
-    assert sum(bool(re.search(r"\d", line)) for line in lines) >= 2, done.stdout
+        text = script.read_text(encoding="utf-8")
+        assert "--quick" in text and "--json" in text, f"{script.name} lacks --quick or --json"
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])

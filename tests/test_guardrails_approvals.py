@@ -162,7 +162,7 @@ def test_a_text_view_in_a_non_interactive_terminal_denies_with_a_clear_reason():
     out = io.StringIO()
     run.add_sink(TextView(out))
     run.add_sink(TerminalApprovals(run, interactive=lambda: False))
-    run._start()
+    run.launch()
     record = run.wait(timeout=20)
     call = record.tool_calls[0]
     assert (call.status, call.approval, call.error) == ("denied", "denied", NOT_INTERACTIVE)
@@ -184,7 +184,7 @@ def test_a_text_view_asks_on_an_interactive_terminal(answer, status, error):
         return answer
 
     run.add_sink(TerminalApprovals(run, ask=ask, interactive=lambda: True))
-    run._start()
+    run.launch()
     record = run.wait(timeout=20)
     assert answered.is_set() and "send_email" in asked[0] and "boss@example.com" in asked[0]
     assert (record.tool_calls[0].status, record.tool_calls[0].error) == (status, error)

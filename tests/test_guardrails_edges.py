@@ -141,7 +141,7 @@ def test_a_terminal_question_left_by_a_stopped_run_does_not_take_the_next_runs_a
         agent = nbagent.Agent(fast_model([[ToolCall("send", {"to": to}, id="c1")], "done"]), tools=[send])
         run = nbagent.Run(agent, "go", approval_timeout_s=30)
         run.add_sink(TerminalApprovals(run, ask=ask, interactive=lambda: True))
-        run._start()
+        run.launch()
         return run
 
     first = started("first")

@@ -104,14 +104,14 @@ def test_if_the_loop_stops_every_live_run_ends_as_an_error_and_the_next_start_ge
     slow = nbagent.Agent(ScriptedModel(["word " * 5000], tokens_per_s=50, first_token_s=0))
     runs = [nbagent.start(slow, "a"), nbagent.start(nbagent.Agent(ScriptedModel(["x " * 5000])), "b")]
     wait_until(lambda: all(r.record.steps for r in runs))
-    old = nbagent.runtime.runner.runner_loop()
+    old = nbagent.runtime.loop.runner_loop()
     old.call_soon_threadsafe(old.stop)  # a misbehaving callback stops the runner's loop
     for r in runs:
         record = r.wait(timeout=20)
         assert record.status == "error" and "event loop stopped" in record.error
         assert record.steps and record.steps[0].ended_at is not None
     record = nbagent.run(nbagent.Agent(fast_model(["fresh"])), "t")
-    assert record.output == "fresh" and nbagent.runtime.runner.runner_loop() is not old
+    assert record.output == "fresh" and nbagent.runtime.loop.runner_loop() is not old
     # The agent whose run died with the loop is not left locked: its next run works.
     slow.model = fast_model(["alive"])
     assert nbagent.run(slow, "again").output == "alive"
@@ -236,7 +236,7 @@ def test_stopping_a_parent_stops_the_child_run_an_async_tool_awaits():
         return str(record.output)
 
     parent = nbagent.start(nbagent.Agent(fast_model([[ToolCall("delegate")]]), tools=[delegate]), "t")
-    wait_until(lambda: any(r.parent_run_id == parent.run_id for r in nbagent.runtime.runner.live_runs()))
+    wait_until(lambda: any(r.parent_run_id == parent.run_id for r in nbagent.runtime.handle.live_runs()))
     parent.interrupt()
     assert parent.wait(timeout=20).status == "interrupted"
     wait_until(lambda: any(r.parent_run_id == parent.run_id for r in nbagent.history.records()))
@@ -423,7 +423,7 @@ def _loop_is_idle() -> bool:
     async def count() -> int:
         return len(asyncio.all_tasks()) - 1
 
-    return asyncio.run_coroutine_threadsafe(count(), nbagent.runtime.runner.runner_loop()).result(5) == 0
+    return asyncio.run_coroutine_threadsafe(count(), nbagent.runtime.loop.runner_loop()).result(5) == 0
 
 
 def test_a_child_started_by_a_tool_abandoned_after_its_parent_stopped_is_stopped_and_linked():

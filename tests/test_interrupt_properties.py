@@ -55,7 +55,7 @@ def loop_tasks() -> int:
     async def count() -> int:
         return len(asyncio.all_tasks()) - 1
 
-    return asyncio.run_coroutine_threadsafe(count(), nbagent.runtime.runner.runner_loop()).result(5)
+    return asyncio.run_coroutine_threadsafe(count(), nbagent.runtime.loop.runner_loop()).result(5)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -94,6 +94,6 @@ def test_random_interrupts_keep_the_invariants(script, tokens_per_s, delay_s, mo
     known_out = [s.output_tokens for s in record.steps if s.output_tokens is not None]
     assert record.output_tokens == (sum(known_out) if known_out else None)
     assert record.usage_complete == (len(known_in) == len(record.steps) == len(known_out))
-    assert nbagent.runtime.runner.live_runs() == []
+    assert nbagent.runtime.handle.live_runs() == []
     wait_until(lambda: not run_threads())
     assert loop_tasks() == 0

@@ -18,7 +18,7 @@ import nbagent
 from nbagent.errors import StoppedByKeyboard
 from nbagent.models import ScriptedModel
 from nbagent.runtime import interrupts
-from nbagent.runtime.runner import Run
+from nbagent.runtime.handle import Run
 from nbagent.view import display
 from nbagent.view.live import BLOCKING_NOTICE, BLOCKING_TOOLTIP, LiveView
 

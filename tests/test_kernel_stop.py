@@ -44,7 +44,7 @@ def talker(steps=3, words=300, tokens_per_s=150.0, name="talker"):
     return nbagent.Agent(model, tools=[echo, fail], name=name)
 '''
 
-BLOCKING = "this cell is blocking: use ■ Interrupt, or `await run`"
+BLOCKING = "this cell is blocking: use ■ Interrupt, or await run"  # `await run` shows as code
 
 CORPUS = [
     "<script>alert('x')</script>",

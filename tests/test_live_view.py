@@ -18,7 +18,7 @@ import nbagent
 from nbagent import events as ev
 from nbagent.models import Reply, ScriptedModel, ToolCall
 from nbagent.records import StepRecord
-from nbagent.runtime.runner import Run
+from nbagent.runtime.handle import Run
 from nbagent.view import display
 from nbagent.view import html as htmlview
 from nbagent.view.live import WIDGET_MIMETYPE, LiveView

@@ -76,7 +76,7 @@ def test_a_stop_that_lands_as_a_tool_returns_stops_before_the_next_tool():
     run = nbagent.Run(
         nbagent.Agent(fast_model([calls, "done"]), tools=[record_call]), "t", sinks=[stop_after_first_tool]
     )
-    run._start()
+    run.launch()
     record = run.wait(timeout=10)
     assert record.status == "interrupted"
     assert started == ["first"]
@@ -137,7 +137,7 @@ def test_a_cooperative_tool_stopped_by_interrupt_logs_nothing(caplog):
         assert run.wait(timeout=10).tool_calls[0].status == "cancelled"
         wait_until(lambda: not run_threads())
         del run
-        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), nbagent.runtime.runner.runner_loop()).result(5)
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), nbagent.runtime.loop.runner_loop()).result(5)
         gc.collect()
     assert "never retrieved" not in caplog.text
 

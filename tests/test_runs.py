@@ -191,7 +191,7 @@ def test_interrupt_at_the_moment_of_the_final_answer_wins():
 
     agent = nbagent.Agent(fast_model(["the answer"]))
     run = nbagent.Run(agent, "task", sinks=[stop_on_final])
-    run._start()
+    run.launch()
     record = run.wait(timeout=10)
     assert outcome["accepted"] is True
     assert record.status == "interrupted"
@@ -281,7 +281,7 @@ def test_many_runs_at_once_and_interrupt_all():
     records = [r.wait(timeout=10) for r in runs]
     assert {r.status for r in records} == {"interrupted"}
     assert len({r.run_id for r in records}) == 8
-    assert nbagent.runtime.runner.live_runs() == []
+    assert nbagent.runtime.handle.live_runs() == []
 
 
 def test_await_run_from_another_loop():
@@ -296,8 +296,8 @@ def test_cancelling_arun_interrupts_the_run():
     async def main():
         task = asyncio.ensure_future(nbagent.arun(slow_agent(["word " * 5000]), "task"))
         await asyncio.sleep(0)
-        wait_until(lambda: nbagent.runtime.runner.live_runs())
-        (run,) = nbagent.runtime.runner.live_runs()
+        wait_until(lambda: nbagent.runtime.handle.live_runs())
+        (run,) = nbagent.runtime.handle.live_runs()
         wait_until(lambda: run.live_text(1))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -380,6 +380,6 @@ def test_a_tool_can_run_a_sub_agent_with_await_but_not_with_a_blocking_wait():
         finally:
             await run
 
-    future = asyncio.run_coroutine_threadsafe(wait_on_the_loop(), nbagent.runtime.runner.runner_loop())
+    future = asyncio.run_coroutine_threadsafe(wait_on_the_loop(), nbagent.runtime.loop.runner_loop())
     with pytest.raises(RuntimeError, match="deadlock"):
         future.result(10)

@@ -37,6 +37,20 @@ def source_for(agent: Any) -> Any | None:
     return None
 
 
+def as_source(agent: Any) -> Any:
+    """The runnable form of ``agent`` (a ``nbagent.runtime.handle.Source``): itself if native,
+    else its framework's adapter; a ``TypeError`` that says what can run otherwise."""
+    if hasattr(agent, "drive"):
+        return agent
+    source = source_for(agent)
+    if source is None:
+        raise TypeError(
+            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent, or an agent of "
+            "smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph"
+        )
+    return source
+
+
 def require(module: str, extra: str, framework: str) -> Any:
     """The framework's module, or an ImportError that names the nbagent extra to install."""
     try:

@@ -19,8 +19,12 @@ finished tool calls and its text, and a turn cut mid-stream keeps its text with 
 Errors are not Stops. Only a Stop (the run's cancel scope) ends a run ``"interrupted"``; anything
 the SDK raises ends it ``"error"`` with the SDK's exception (type and message: a guardrail's
 tripwire, a ``UserError``, a tool's error when its errors are not returned to the model), its open
-calls ``"error"``, and the history kept is the SDK's own (``result.to_input_list()``), with no
-made-up answers. ``max_turns`` reached is ``"max_steps"``; a model API error is ``ModelError``.
+call whose tool raised ``"error"`` and the calls the SDK cancelled with it ``"cancelled"``, and
+the history kept is the SDK's own (``result.to_input_list()``), with no made-up answers.
+``max_turns`` reached is ``"max_steps"``. A model API error (``openai.APIError``) is
+``ModelError`` (as in nbagent's other adapters) whose text is the model's name, then the SDK's
+exception type and message as ``Runner.run`` raises them: ``ModelError: test-model:
+APIConnectionError: Connection error.`` (``model_error``).
 Usage the SDK counted that no turn's stream reported (a turn cut by an input guardrail's
 tripwire, an agent used as a tool, the earlier turns of a resumed ``RunState``) is added to the
 last turn before the run ends or pauses for approval, so the record's totals are the SDK's.
@@ -34,14 +38,19 @@ within one nbagent run. nbagent's own ``approve=`` policy is not supported for t
 
 Memory. Agents SDK agents are stateless; nbagent keeps the items each run ended with
 (``result.to_input_list()``) beside the agent, so ``reset=False`` sends them, then the new input,
-as the next run's input. A ``session``, ``conversation_id``, ``previous_response_id`` or
-``auto_previous_response_id`` keeps the history elsewhere, so nothing is added. Fresh runs of one
-agent run at once; a continued run waits for the run it continues (``nbagent.runtime.turns``).
+as the next run's input. As with ``to_input_list()`` alone, that input goes to the agent the run
+starts on: after a handoff, even one a Stop followed, ``reset=False`` starts again from the first
+agent (the one given to ``nbagent.start``), with the whole conversation. A ``session``,
+``conversation_id``, ``previous_response_id`` or ``auto_previous_response_id`` keeps the history
+elsewhere, so nothing is added. Fresh runs of one agent run at once; a continued run waits for
+the run it continues (``nbagent.runtime.turns``).
 
 Usage on chat-completions servers. The SDK's chat-completions model asks a non-OpenAI server for
 streamed usage only with ``ModelSettings(include_usage=True)``. nbagent asks for it in the runs it
 drives by adding ``include_usage=True`` to the run's ``run_config.model_settings`` (merged with
-yours; the agent is untouched), unless you or one of the run's agents set ``include_usage``.
+yours; the agent is untouched), unless you or one of the run's agents (those it hands off to
+included) set ``include_usage``. An agent used through ``agent.as_tool()`` runs with the
+``run_config`` given to ``as_tool``, never the outer run's, so nothing is asked for it.
 
 Model and cost. The record's ``model``, and the price a ``Limits(max_cost_usd=...)`` budget uses,
 is the model the run starts on (``model_name_for``): ``run_config.model`` when given, else the
@@ -71,6 +80,7 @@ from nbagent.adapters.openai_agents_stream import (
     INTERRUPTED_OUTPUT,
     Translator,
     noting_tool_starts,
+    raising_tool,
 )
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
@@ -215,14 +225,16 @@ class OpenAIAgentsSource:
             if not ctx.scope.interrupted:  # an error, not a Stop: the SDK's own, as it raised it
                 _end_quietly(result)
                 translator.catch_up()
-                translator.fail_calls(describe(exc), cancelled=isinstance(exc, asyncio.CancelledError))
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                translator.fail_calls(describe(exc), cancelled, raised_by=raising_tool(exc))
                 translator.close(error=describe(exc))
                 if isinstance(exc, APIError):
-                    raise ModelError(f"{self.model_name_for(options)}: {describe(exc)}") from exc
+                    raise model_error(exc, self.model_name_for(options)) from exc
                 raise
             stopped = True
             if result is not None:
-                result.cancel(mode="immediate")  # the SDK's run task, model stream and tools stop with ours
+                # the SDK's run task, model stream and tools stop with ours
+                result.cancel(mode="immediate")
             translator.cut_calls()
             raise
         finally:
@@ -297,16 +309,54 @@ def with_usage_asked(agent: Any, run_config: Any) -> Any:
 
 
 def _sets_include_usage(agent: Any, seen: set[int]) -> bool:
-    """True if ``agent`` or an agent it hands off to sets ``include_usage`` itself."""
-    if agent is None or id(agent) in seen:
+    """True if ``agent`` or an agent it hands off to (directly or through ``handoff(agent)``) sets
+    ``include_usage`` itself, or hands off to an agent nbagent cannot see (a custom ``Handoff``):
+    nbagent never overrides a setting it cannot read. An agent used through ``agent.as_tool()``
+    runs its own ``Runner.run`` with the ``run_config`` given to ``as_tool``, never the outer run's,
+    so nbagent asks nothing of it: give it ``ModelSettings(include_usage=True)`` to count its usage
+    on a chat-completions server that only streams usage when asked."""
+    if id(agent) in seen:
         return False
     seen.add(id(agent))
     if getattr(getattr(agent, "model_settings", None), "include_usage", None) is not None:
         return True
     for target in getattr(agent, "handoffs", None) or ():
-        if _sets_include_usage(getattr(target, "agent", None) or target, seen):
+        reached = target if hasattr(target, "model_settings") else handoff_target(target)
+        if reached is None or _sets_include_usage(reached, seen):
             return True
     return False
+
+
+def handoff_target(handoff: Any) -> Any:
+    """The agent a ``Handoff`` hands off to, or None when it cannot be known. The SDK has no public
+    accessor: ``handoff(agent)`` keeps a weak reference in ``_agent_ref`` (what the SDK itself
+    reads, agents 0.24); a ``.agent`` attribute is the older, custom form. A custom ``Handoff``
+    built with only its ``on_invoke_handoff`` names its agent nowhere."""
+    ref = getattr(handoff, "_agent_ref", None)
+    target = ref() if callable(ref) else None
+    if target is None:
+        target = getattr(handoff, "agent", None)
+    return target if hasattr(target, "model_settings") else None
+
+
+RETRY_STATUSES = (408, 409, 429)
+"""HTTP statuses (besides 5xx) after which the same request may succeed."""
+
+
+def model_error(exc: BaseException, model: str) -> ModelError:
+    """The ``ModelError`` an ``openai.APIError`` becomes (as in nbagent's other adapters, so
+    ``raise_for_status`` raises one type for every model failure): its text is the model's name
+    once, then the SDK's exception type and message as ``Runner.run`` raises them
+    (``test-model: APIConnectionError: Connection error.``); the HTTP status, if any, is
+    ``status_code``, and 408, 409, 429, 5xx and connection errors are ``retryable``."""
+    from openai import APIConnectionError
+
+    text = describe(exc)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    retryable = isinstance(exc, APIConnectionError) or status in RETRY_STATUSES or (status or 0) >= 500
+    message = text if text.startswith(f"{model}: ") else f"{model}: {text}"
+    return ModelError(message, status_code=status, retryable=retryable)
 
 
 def _usage_of(result: Any) -> Any:

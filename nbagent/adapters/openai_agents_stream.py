@@ -16,6 +16,7 @@ the SDK's cancel throws away, and "interrupted" for each call it cut, so the nex
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from typing import Any
 
@@ -27,6 +28,8 @@ INTERRUPTED_OUTPUT = "interrupted: the run was stopped before this call returned
 """What a call cut by a Stop answers in the kept history (the model sees it if the run goes on)."""
 
 ABANDONED_ERROR = "a sync tool runs in a thread the Stop cannot end; abandoned (it may still be running)"
+
+THREAD_NOTE = "a sync tool runs in a thread the SDK cannot cancel; abandoned (it may still be running)"
 
 
 class Translator:
@@ -54,6 +57,8 @@ class Translator:
         """The SDK call ids whose tool is a sync function tool (run in a thread the SDK cannot stop)."""
         self.tools_started: set[str] = set()
         """The SDK call ids whose tool the SDK has begun (its ``on_tool_start`` hook ran)."""
+        self.tools: dict[str, str] = {}
+        """SDK call id -> the tool it calls."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -130,6 +135,7 @@ class Translator:
     def start_call(self, sdk_id: str, tool: str, arguments: Any) -> str:
         call_id = f"{self.ctx.step}:{sdk_id}"
         self.open_calls[sdk_id] = call_id
+        self.tools[sdk_id] = tool
         self.calls += 1
         self.ctx.tool_started(call_id, tool, arguments_of(arguments))
         return call_id
@@ -165,13 +171,23 @@ class Translator:
         if extra_in > 0 or extra_out > 0:
             self._usage(max(extra_in, 0), max(extra_out, 0))
 
-    def fail_calls(self, error: str, cancelled: bool) -> None:
-        """After an error: end the calls still open with it (``"cancelled"`` only if the run was
-        cancelled, by the agent's own code since it was no Stop)."""
+    def fail_calls(self, error: str, cancelled: bool, raised_by: str | None = None) -> None:
+        """After an error: end the calls still open. When a tool raised it (``raised_by``, see
+        ``raising_tool``), only that tool's call is ``"error"``; the SDK cancelled the others in
+        its turn (``"cancelled"``; a sync tool it had begun goes on in its thread: ``"abandoned"``).
+        Two open calls of the raising tool cannot be told apart: both are ``"error"``. When no
+        tool raised it (a model error, a guardrail, a handoff filter), the open calls end with the
+        error, or ``"cancelled"`` if the run was cancelled (by the agent's own code: no Stop)."""
         for sdk_id in list(self.open_calls):
-            self.finish_call(
-                sdk_id, "cancelled" if cancelled else "error", error="cancelled" if cancelled else error
-            )
+            tool = self.tools.get(sdk_id)
+            if cancelled:
+                self.finish_call(sdk_id, "cancelled", error="cancelled")
+            elif raised_by is None or tool == raised_by:
+                self.finish_call(sdk_id, "error", error=error)
+            elif sdk_id in self.threaded and sdk_id in self.tools_started:
+                self.finish_call(sdk_id, "abandoned", error=f"{raised_by} raised; {THREAD_NOTE}")
+            else:
+                self.finish_call(sdk_id, "cancelled", error=f"cancelled: {raised_by} raised")
         self.handoffs.clear()
 
     def cut_calls(self) -> None:
@@ -220,7 +236,12 @@ class Translator:
         ctx = self.ctx
         ctx.emit(
             ev.StepFinished(
-                ctx.run_id, ctx.step, self.last_t, model_output=self.text or None, kind=kind, error=error
+                ctx.run_id,
+                ctx.step,
+                self.last_t,
+                model_output=self.text or None,
+                kind=kind,
+                error=error,
             )
         )
 
@@ -262,6 +283,21 @@ def runs_in_thread(agent: Any, tool_name: str) -> bool:
         call = type(func).__call__  # an object with an async __call__ is async too
         return not (inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(call))
     return False
+
+
+def raising_tool(exc: BaseException) -> str | None:
+    """The tool whose raising ended the run with ``exc``, when the SDK says: it wraps a function
+    tool's exception as ``UserError("Error running tool <name>: ...")`` (agents 0.24) and names the
+    tool of a ``ToolTimeoutError``. None for any other error."""
+    from agents.exceptions import UserError
+
+    name = getattr(exc, "tool_name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(exc, UserError) and exc.__cause__ is not None:
+        found = re.match(r"Error running tool ([\w.-]+): ", str(exc))
+        return found.group(1) if found else None
+    return None
 
 
 def _input_item(output: Any) -> Any:

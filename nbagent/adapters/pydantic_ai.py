@@ -177,6 +177,7 @@ class PydanticAISource:
         options["capabilities"] = self._capabilities(options, steps)
         options.setdefault("infer_name", False)  # the agent's name stays as it is
         run = pending = None
+        failed = False
         try:
             async with self.agent.iter(task, **options) as run:
                 steps.begin(run)
@@ -208,19 +209,35 @@ class PydanticAISource:
         except RunCancelled as exc:  # the agent's own code cancelled its run (a Stop cancels the task)
             raise AgentInterrupted(describe(exc)) from exc
         except ModelAPIError as exc:
+            failed = True
             # (a FunctionModel's name ends in ":", "function:reply:")
             raise ModelError(f"{self.model_name_for(options).rstrip(':')}: {describe(exc)}") from exc
+        except Exception as exc:
+            failed = not isinstance(exc, AgentInterrupted)
+            raise
         finally:
             if run is not None:
-                messages = _continuable(run.all_messages(), pending)
+                # (only nbagent's own streaming leaves that cut reply: a run with a handler keeps it)
+                messages = _continuable(run.all_messages(), pending, failed and handler is None)
                 ctx.keep_history(messages)
                 ctx.messages = chat_messages(messages)
 
 
-def _continuable(messages: list[Any], pending: Any) -> list[Any]:
+def _continuable(messages: list[Any], pending: Any, failed: bool) -> list[Any]:
     """The run's messages, with its last request if pydantic-ai never sent it (a request limit
     reached, a model that failed): its tool returns answer the model's last calls, so a continued
-    run can go on from there."""
+    run can go on from there. A request nbagent streamed that failed (``failed``) before any of its
+    reply came leaves an empty "interrupted" response, which ``agent.run`` (not streamed) never
+    has: it is dropped."""
+    last = messages[-1] if messages else None
+    if (
+        failed
+        and last is not None
+        and last.kind == "response"
+        and last.state == "interrupted"
+        and not last.parts
+    ):
+        messages = messages[:-1]
     if pending is not None and (not messages or messages[-1].kind == "response") and pending not in messages:
         messages.append(pending)
     return messages

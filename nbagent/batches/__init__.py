@@ -138,7 +138,7 @@ def batch(
             from nbagent.batches.table import show_batch
 
             show_batch(handle)
-        handle._start()
+        handle.launch()
     except BaseException:
         handle._release_name()
         raise

@@ -45,7 +45,7 @@ class LocalBackend:
     async def launch(self, batch: Batch, item: TaskItem) -> Run | None:
         """The task's run; ``None`` when the batch was stopped while its agent was built (a
         factory may take seconds): the task is skipped rather than started and interrupted."""
-        from nbagent.runtime.runner import start
+        from nbagent.api import start
 
         agent = await batch.in_thread("the agent factory", make_agent, batch, item)
         if batch.stopped():

@@ -102,7 +102,7 @@ class BatchWorker:
     async def _run(
         self, token: str, item: TaskItem, tags: list[str], metadata: dict[str, Any], options: dict[str, Any]
     ):
-        from nbagent.runtime.runner import start
+        from nbagent.api import start
 
         try:
             row = dict(item.row)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from nbagent.batches.tasks import TaskItem
+from nbagent.errors import StoppedByKeyboard
 from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
@@ -32,14 +33,16 @@ UNFINISHED = frozenset({"interrupted", "limit", "unfinished"})
 """End states of a run cut short: the scorer is not asked about it, and its score is NA."""
 
 
-class BatchStoppedByKeyboard(KeyboardInterrupt):
+class BatchStoppedByKeyboard(StoppedByKeyboard):
     """Ctrl-C (or Jupyter's interrupt) stopped a batch that a blocking call waited on; raised once
-    every task has its record, so a script stops instead of going on. ``batch`` is the batch."""
+    every task has its record, so a script stops instead of going on. ``batch`` is the batch
+    (``record`` is None: a batch has one per task, in ``batch.frame()``)."""
 
     def __init__(self, batch: Batch) -> None:
-        super().__init__(
-            "the batch was stopped by the keyboard; its frame is this exception's .batch.frame()"
+        KeyboardInterrupt.__init__(
+            self, "the batch was stopped by the keyboard; its frame is this exception's .batch.frame()"
         )
+        self.record = None  # type: ignore[assignment]
         self.batch = batch
 
 

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from nbagent import events as ev
-from nbagent.analytics import history
+from nbagent.analytics import cost, history
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, describe, error_kind
 from nbagent.guardrails.approvals import ApprovalPolicy, Approvals
@@ -35,7 +35,7 @@ from nbagent.guardrails.run_api import RunGuards
 from nbagent.records import Recorder, RunRecord
 from nbagent.runtime import turns
 from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
-from nbagent.runtime.loop import runner_loop
+from nbagent.runtime.loop import LoopThread, runner_loop
 from nbagent.runtime.run_setup import (
     check_options,
     check_tags,
@@ -81,19 +81,13 @@ _live_runs: set[Run] = set()
 _live_lock = threading.Lock()
 
 
-def as_source(agent: Any) -> Source:
-    """The runnable form of ``agent``: itself if native, else its framework's adapter."""
-    if hasattr(agent, "drive"):
-        return agent
-    from nbagent.adapters import source_for
-
-    source = source_for(agent)
-    if source is None:
+def _native(agent: Any) -> Source:
+    if not hasattr(agent, "drive"):
         raise TypeError(
-            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent, or an agent of smolagents, "
-            "pydantic-ai or the OpenAI Agents SDK"
+            f"{type(agent).__name__} is not an nbagent source: use nbagent.start(agent, task), which "
+            "finds the adapter of a framework's agent, or pass source="
         )
-    return source
+    return agent
 
 
 class Run(RunGuards):
@@ -109,6 +103,7 @@ class Run(RunGuards):
         agent: Any,
         task: str,
         *,
+        source: Source | None = None,
         sinks: Iterable[Sink] = (),
         reset: bool = True,
         tags: Iterable[str] = (),
@@ -119,7 +114,9 @@ class Run(RunGuards):
         approval_timeout_s: float | None = None,
     ) -> None:
         self.agent = agent
-        self.source = as_source(agent)
+        self.source = source if source is not None else _native(agent)
+        """What drives the run: the agent itself when native, else its framework's adapter
+        (``nbagent.start`` picks it; the runtime knows no framework)."""
         task_text = getattr(self.source, "task_text", None)
         if task_text is None and not isinstance(task, str):
             raise TypeError(f"task must be a str, not {type(task).__name__}")
@@ -173,9 +170,15 @@ class Run(RunGuards):
         self._final: RunRecord | None = None
         self._finish_lock = threading.Lock()
         self._started = False
-        self._submitted = False
+        self.launched = False
+        """True once the run was handed to the loop (it will end with a record)."""
 
     # -- control ---------------------------------------------------------------------------
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """The run's event consumers (views, a store's writer, exporters), in fan-out order."""
+        return tuple(self._sinks)
 
     def add_sink(self, sink: Sink) -> None:
         """Add an event consumer. Only before the run starts, so a sink sees every event."""
@@ -268,7 +271,8 @@ class Run(RunGuards):
                     self.sink_errors.append(message)
                     logger.error("nbagent: %s (reported once; the run goes on)", message, exc_info=exc)
 
-    def _start(self) -> None:
+    def launch(self) -> None:
+        """Record the start and hand the run to the runner's loop. Once, by ``nbagent.start``."""
         self._started = True
         # Recorded here, on the caller's thread, so ``run.record`` exists as soon as start() returns.
         started = ev.RunStarted(
@@ -304,7 +308,7 @@ class Run(RunGuards):
             with _live_lock:
                 _live_runs.discard(self)
             raise
-        self._submitted = True
+        self.launched = True
         if self._parent is not None:  # adopted only once it runs: a failed start leaves no child behind
             self._parent.adopt(self.scope)
 
@@ -445,3 +449,20 @@ def live_runs() -> list[Run]:
     """The runs that have not ended yet."""
     with _live_lock:
         return list(_live_runs)
+
+
+def _end_runs_of_dead_loop(loop: Any, reason: str) -> None:
+    """End, as ``"error"`` records, the live runs of a loop that died (``LoopThread.on_loop_death``)."""
+    for live in live_runs():
+        if live._loop is loop:
+            live._end_without_loop(reason)
+
+
+def _warm_up_pricing() -> None:
+    """Load the price library off the loop thread as the loop starts, so the first run's end can
+    be priced without an import on the loop (which would hold its record and every Stop)."""
+    cost.warm_up()
+
+
+LoopThread.on_loop_death = _end_runs_of_dead_loop
+LoopThread.on_start = _warm_up_pricing

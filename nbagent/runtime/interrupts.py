@@ -55,11 +55,20 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from nbagent.runtime.runner import Run
-    from nbagent.view.live import LiveView
+    from nbagent.runtime.handle import Run
+
+
+class Blockable(Protocol):
+    """A sink that shows controls a blocking wait makes unclickable (the live view's Stop
+    buttons): it is told when such a wait starts and ends. The runtime knows sinks only by
+    this interface, never by their view class."""
+
+    def block(self) -> None: ...
+
+    def unblock(self) -> None: ...
 
 
 class BlockingWaitWarning(UserWarning):
@@ -258,16 +267,13 @@ def sigint_stops(run: Run) -> Iterator[KeyboardFlag]:
             _unregister(entry)
 
 
-def _held_views(run: Run) -> list[LiveView]:
-    """The live views of ``run`` that a blocking wait on this thread makes unclickable."""
+def _held_views(run: Run) -> list[Blockable]:
+    """The sinks of ``run`` that a blocking wait on this thread makes unclickable: in a kernel,
+    clicks reach only an idle main thread (only a kernel's widget views take ``block``)."""
     if threading.current_thread() is not threading.main_thread() or run.done():
         return []
-    live = sys.modules.get("nbagent.view.live")  # no view was ever built unless it is imported
-    if live is None:
-        return []
-    from nbagent.view.display import in_kernel
-
-    return live.views_of(run) if in_kernel() else []
+    sinks = getattr(run, "sinks", ())
+    return [s for s in sinks if callable(getattr(s, "block", None)) and callable(getattr(s, "unblock", None))]
 
 
 _OURS = ("nbagent", "contextlib")

@@ -76,14 +76,13 @@ def _excepthook(kind: type[BaseException], error: BaseException, tb: TracebackTy
     global _keyboard
     from nbagent.errors import StoppedByKeyboard
 
-    batches = sys.modules.get("nbagent.batches.state")  # not imported: no batch can have stopped
     if issubclass(kind, KeyboardInterrupt):
         _keyboard = True
-    if isinstance(error, StoppedByKeyboard):
-        record = error.record
+    record = getattr(error, "record", None)
+    if isinstance(error, StoppedByKeyboard) and record is not None:
         steps = len(record.steps)
         line = f"run {record.run_id} ended {record.status} after {steps} step{'' if steps == 1 else 's'}"
-    elif batches is not None and isinstance(error, batches.BatchStoppedByKeyboard):
+    elif isinstance(error, StoppedByKeyboard):  # a batch's: every task has its record
         line = "the batch stopped; its finished tasks kept their records"
     else:
         (_previous_hook or sys.__excepthook__)(kind, error, tb)

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from nbagent.runtime.runner import Run
+    from nbagent.runtime.handle import Run
 
 FrontEnd = Literal["widgets", "text"]
 

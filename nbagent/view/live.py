@@ -63,7 +63,7 @@ from nbagent.view.html import (
 from nbagent.view.terminal import record_text
 
 if TYPE_CHECKING:
-    from nbagent.runtime.runner import Run
+    from nbagent.runtime.handle import Run
 
 logger = logging.getLogger("nbagent")
 
@@ -119,7 +119,7 @@ class LiveView:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if loop is None:
-            from nbagent.runtime.runner import runner_loop
+            from nbagent.runtime.loop import runner_loop
 
             loop = runner_loop()
         self.run = run

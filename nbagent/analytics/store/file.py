@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from nbagent.analytics.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
+from nbagent.errors import NbagentError
 from nbagent.text import clean, safe_text
 
 _RETRIES = 4
 
 
-class StoreError(Exception):
+class StoreError(NbagentError):
     """Base of the errors a ``RunStore`` raises about its file."""
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.analytics.store.file import StoreError
 from nbagent.analytics.store.identity import _pid_alive, _process_start, this_writer
+from nbagent.errors import NbagentError
 
 if TYPE_CHECKING:
     from nbagent.analytics.store import RunStore
@@ -59,7 +60,7 @@ _HOLDER = "host, pid, since, heartbeat, ttl_s, start, pidns"
 """The columns of a ``Holder``, in its order."""
 
 
-class LeaseHeldError(RuntimeError):
+class LeaseHeldError(NbagentError, RuntimeError):
     """The name is leased by another live holder; ``holder`` says who (host, pid, since)."""
 
     def __init__(self, message: str, holder: Holder) -> None:

@@ -1,42 +1,45 @@
-"""The runner: the one place that knows about threads and event loops.
+"""The public calls (``start``, ``run``, ``arun``, ``interrupt_all``): the thin layer on top that
+composes the runtime, the views, the store and the adapters, as httpx's ``_api`` sits on its client.
 
-Every run is a task on one private event loop that lives on a daemon thread ("nbagent-loop").
-Nothing is patched: the user's loop (Jupyter's, or none in a script) only ever waits on a
+Every run is a task on one private event loop on a daemon thread (``nbagent.runtime``). Nothing is
+patched: the user's loop (Jupyter's, or none in a script) only ever waits on a
 ``concurrent.futures.Future``. So ``start()`` returns at once and the kernel stays idle, which is
 what lets a Stop click reach it (see docs/architecture.md); ``run()`` blocks in short slices so
 Jupyter's interrupt (``KeyboardInterrupt`` in the main thread) becomes an interrupt of the run;
 ``arun()`` and ``await run`` wait without blocking the kernel, and cancelling them stops the run.
 
-This module is the public face (``start``, ``run``, ``arun``, ``interrupt_all``): it builds a
-``Run`` (``nbagent.runtime.handle``), attaches the store and the view, and starts it on the loop
-(``nbagent.runtime.loop``). When a loop dies, the runs it carried are ended here.
+Here, and only here, an agent becomes a source (``nbagent.adapters.as_source``), a run gets its
+store's sink and its view (``nbagent.view.display``), and the script-exit behaviour is installed.
+The runtime below knows none of them: it talks to sinks through the sink interface only.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from nbagent.analytics import cost
+from nbagent import records
+from nbagent.adapters import as_source
 from nbagent.config import settings
-from nbagent.errors import AgentError
 from nbagent.guardrails.approvals import ApprovalPolicy
 from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
 from nbagent.runtime.cancel import InterruptMode
-from nbagent.runtime.handle import (
-    SINK_DRAIN_TIMEOUT_S,
-    Run,
-    Sink,
-    Source,
-    _live_lock,
-    _live_runs,
-    as_source,
-    live_runs,
-)
-from nbagent.runtime.loop import LoopThread, runner_loop
+from nbagent.runtime.handle import Run, Sink, live_runs
 from nbagent.runtime.script_exit import install as install_script_exit
+from nbagent.view.html import record_display_html
+from nbagent.view.terminal import record_text
+
+
+def _record_file(record: RunRecord, path: Any) -> Any:
+    from nbagent.explore.share import to_html  # explore loads on first use
+
+    return to_html(record, path)
+
+
+records.renderers.text = record_text
+records.renderers.html = record_display_html
+records.renderers.file = _record_file
 
 
 def _prepare(
@@ -58,6 +61,7 @@ def _prepare(
     run = Run(
         agent,
         task,
+        source=as_source(agent),
         sinks=sinks,
         reset=reset,
         tags=tags,
@@ -128,7 +132,7 @@ def start(
         tags=tags, metadata=metadata, options=options, limits=limits, approve=approve,
         approval_timeout_s=approval_timeout_s,
     )  # fmt: skip
-    run._start()
+    run.launch()
     return run
 
 
@@ -161,10 +165,10 @@ def run(
         approval_timeout_s=approval_timeout_s,
     )  # fmt: skip
     try:
-        handle._start()
+        handle.launch()
     except KeyboardInterrupt:  # pressed while the run was being launched: it must not run on unseen
         handle.interrupt()
-        if not handle._submitted:
+        if not handle.launched:
             raise  # it may never start, so there is no record to wait for
     return handle.wait()
 
@@ -195,37 +199,7 @@ async def arun(
 
 def interrupt_all(mode: InterruptMode = "now") -> int:
     """Interrupt every live run; returns how many were asked to stop."""
-    with _live_lock:
-        runs = list(_live_runs)
-    return sum(r.interrupt(mode) for r in runs)
+    return sum(r.interrupt(mode) for r in live_runs())
 
 
-def _end_runs_of_dead_loop(loop: asyncio.AbstractEventLoop, reason: str) -> None:
-    for live in live_runs():
-        if live._loop is loop:
-            live._end_without_loop(reason)
-
-
-def _warm_up_pricing() -> None:
-    """Load the price library off the loop thread as the loop starts, so the first run's end can
-    be priced without an import on the loop (which would hold its record and every Stop)."""
-    cost.warm_up()
-
-
-LoopThread.on_loop_death = _end_runs_of_dead_loop
-LoopThread.on_start = _warm_up_pricing
-
-
-__all__ = [
-    "SINK_DRAIN_TIMEOUT_S",
-    "AgentError",
-    "Run",
-    "Source",
-    "arun",
-    "as_source",
-    "interrupt_all",
-    "live_runs",
-    "run",
-    "runner_loop",
-    "start",
-]
+__all__ = ["arun", "interrupt_all", "run", "start"]

@@ -1,0 +1,123 @@
+"""The layers of docs/architecture.md hold: the runtime and the data it carries (events, records,
+the run context, errors) never import the layers above them (views, explore, adapters, batches,
+OpenTelemetry, the public API module that composes them).
+
+Two checks, because each catches what the other cannot: every ``import`` statement in a low
+module, function-local ones included (a lazy import is still an arrow upward); and a fresh
+interpreter that imports each low module without running ``nbagent/__init__.py`` (which composes
+everything) and then finds no high module loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nbagent"
+
+LOW = [
+    "runtime",
+    "events.py",
+    "records.py",
+    "context.py",
+    "errors.py",
+    "text.py",
+    "agent.py",
+    "tools.py",
+    "models",
+    "guardrails",
+    "analytics",
+]
+"""Modules (files or folders) below the sinks and sources that compose them."""
+
+HIGH = (
+    "nbagent.view",
+    "nbagent.explore",
+    "nbagent.adapters",
+    "nbagent.batches",
+    "nbagent.otel",
+    "nbagent.api",
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, package: str | None = None) -> list[tuple[str, int]]:
+    """Every module ``path`` imports, anywhere in it, as absolute names with their line
+    (``package``: the package its relative imports start from, by default its own)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if package is None:  # a module of the package
+        own = module_name(path)
+        package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            found.append((module, node.lineno))
+            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def low_files() -> list[Path]:
+    files = []
+    for entry in LOW:
+        path = PACKAGE / entry
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
+def test_no_low_module_imports_a_higher_layer():
+    upward = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for path in low_files()
+        for name, line in imported_modules(path)
+        if name.startswith(HIGH)
+    ]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_the_check_sees_a_function_local_import(tmp_path):
+    module = tmp_path / "probe.py"
+    module.write_text("def show():\n    from ..view.html import esc\n    return esc\n")
+    found = imported_modules(module, package="nbagent.runtime")
+    assert ("nbagent.view.html", 2) in [(name, line) for name, line in found if name.startswith(HIGH)]
+
+
+IMPORT_ALONE = """
+import importlib, sys, types
+package = types.ModuleType("nbagent")
+package.__path__ = [{path!r}]
+sys.modules["nbagent"] = package  # import the module without the package's composing __init__
+importlib.import_module({module!r})
+print(sorted(name for name in sys.modules if name.startswith({high!r})))
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "nbagent.runtime.handle",
+        "nbagent.runtime.waiting",
+        "nbagent.records",
+        "nbagent.events",
+        "nbagent.agent",
+    ],
+)
+def test_a_low_layer_loads_no_higher_layer_in_a_fresh_interpreter(module):
+    code = IMPORT_ALONE.format(path=str(PACKAGE), module=module, high=HIGH)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"importing {module} loaded {done.stdout.strip()}"
