@@ -11,7 +11,7 @@ The calls:
 
 - ``start(agent, task)`` → ``Run`` (``interrupt()``, ``record``, ``await run``); ``run(...)`` blocks;
   ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or an agent of
-  smolagents, pydantic-ai or the OpenAI Agents SDK (``records_from_*`` read their plain runs).
+  smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph (``records_from_*`` read plain runs).
 - ``batch(make_agent, tasks)`` → ``Batch``: many tasks, one live table, one Stop, resume from a store;
   ``run_batch`` blocks; ``RayBackend`` scales out.
 - Guardrails: ``start(..., limits=Limits(...))`` ends a run ``"limit"``; ``@tool(requires_approval=True)``
@@ -43,11 +43,11 @@ from nbagent.config import configure
 from nbagent.demo import demo_agent
 from nbagent.errors import (
     AgentError,
-    NbagentError,
     AgentInterrupted,
     LimitExceeded,
     MaxStepsReached,
     ModelError,
+    NbagentError,
     StoppedByKeyboard,
     ToolError,
 )
