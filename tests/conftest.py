@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import sys
 import threading
 import time
@@ -118,7 +119,7 @@ class _NeedsExtra(pytest.Module):
     def collect(self):
         extras = sorted({EXTRA_OF.get(top, "test-all") for top in self.missing})
         pytest.skip(
-            f"needs {', '.join(self.missing)}: pip install -e \".[{','.join(extras)}]\" "
+            f'needs {", ".join(self.missing)}: pip install -e ".[{",".join(extras)}]" '
             "(or .[test-all] for every test)"
         )
 
@@ -130,3 +131,33 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
     module = _NeedsExtra.from_parent(parent, path=Path(module_path))
     module.missing = missing
     return module
+
+
+# -- notebooks whose packages are missing: skipped, saying which extra brings them -------------
+# (here, not in notebooks/conftest.py: two conftest modules would shadow each other, and this hook
+# sees every collected item, the notebooks' included)
+
+USED_ON_DEMAND = {"plot_": "matplotlib", "to_parquet(": "pyarrow", "read_parquet(": "pyarrow"}
+"""Features that import an optional package only when used."""
+
+
+def notebook_needs(path: Path) -> set[str]:
+    """Top-level packages a notebook imports, or uses on demand, beyond the standard library."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    tree = compile(source, str(path), "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    tops = {name.split(".")[0] for name in names} - set(sys.stdlib_module_names)
+    return tops | {package for usage, package in USED_ON_DEMAND.items() if usage in source}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if path.suffix != ".ipynb":
+            continue
+        missing = sorted(top for top in notebook_needs(path) if importlib.util.find_spec(top) is None)
+        if missing:
+            reason = f'{path.name} needs {", ".join(missing)}: pip install -e ".[notebook]"'
+            item.add_marker(pytest.mark.skip(reason=reason))

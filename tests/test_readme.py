@@ -38,7 +38,6 @@ import asyncio
 import dataclasses
 import importlib.metadata
 import inspect
-import json
 import re
 import shlex
 import subprocess
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import notebook_needs
 from openai_server import OpenAIServer, Stream
 
 import nbagent
@@ -378,21 +378,10 @@ def test_every_benchmark_takes_the_flags_the_readme_promises(script):
     assert promised <= accepted, f"{script} does not take {sorted(promised - accepted)}"
 
 
-# Features that import an optional package only when used: a notebook that uses them needs it.
-_USED_ON_DEMAND = {"plot_": "matplotlib", "to_parquet(": "pyarrow", "read_parquet(": "pyarrow"}
-
-
 def _notebook_needs(path: Path) -> set[str]:
     """The distributions a notebook needs beyond the standard library and nbagent itself."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    source = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
-    tree = compile(source, str(path), "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    tops = {name.split(".")[0] for name in modules} - set(sys.stdlib_module_names) - {"nbagent"}
     owners = importlib.metadata.packages_distributions()
-    needs = {_normal(owners.get(top, [top])[0]) for top in tops}
-    return needs | {package for usage, package in _USED_ON_DEMAND.items() if usage in source}
+    return {_normal(owners.get(top, [top])[0]) for top in notebook_needs(path) - {"nbagent"}}
 
 
 def _normal(name: str) -> str:

@@ -52,6 +52,7 @@ from nbagent.adapters.langgraph_records import (
     require_langgraph,
 )
 from nbagent.adapters.langgraph_stream import StepTracker
+from nbagent.adapters.langgraph_threads import prepare_thread, resumes
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
 from nbagent.runtime.identity_map import IdentityMap
@@ -169,6 +170,10 @@ class LangGraphSource:
         if interrupts not in ("ask", "end"):
             raise ValueError(f"interrupts must be 'ask' or 'end', not {interrupts!r}")
         config = self._config(config, reset, max_steps)
+        if not _has_checkpointer(self.graph):
+            interrupts = "end"  # nothing keeps the pause, so no Command(resume=...) can answer it
+        elif not resumes(task):
+            await prepare_thread(self.graph, config, self.name)
         extra = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
         kwargs = {
             "context": context, "interrupt_before": interrupt_before,
@@ -199,10 +204,15 @@ class LangGraphSource:
                 graph_input = Command(resume=await answer_interrupts(ctx, tracker, tracker.interrupts))
             tracker.close_all()
         except GraphDrained as exc:
+            tracker.cut_calls()
             raise AgentInterrupted("stopped after the step") from exc
         except GraphRecursionError as exc:
             tracker.close_all()
             raise MaxStepsReached(safe_text(exc)) from exc
+        except BaseException:
+            if ctx.scope.interrupted:  # a Stop (or a pause ended unanswered): no call goes on
+                tracker.cut_calls()
+            raise
         finally:
             watcher.cancel()
             ctx.messages = chat_messages(messages_of(tracker.values))

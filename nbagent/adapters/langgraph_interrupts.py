@@ -9,7 +9,10 @@ applies, and the record keeps each as a call with its approval and wait. Two sha
   one pending approval per action, attached to the model's tool call it reviews when there is
   one. Approve, Deny with a reason, or approve with edited arguments (``run.edit``) become
   ``approve`` / ``reject`` (its ``message``: "the user denied this call: <reason>") / ``edit``
-  decisions; a timed-out approval is a ``reject``.
+  decisions, each only when the review's ``allowed_decisions`` has it (``run.approve`` /
+  ``run.deny`` refuse the others). A timed-out approval is a ``reject``; when the review allows
+  no ``reject``, the run ends ``interrupted`` (``stop_reason="timed_out"``) and the thread stays
+  paused at the review.
 - **Any other payload**: one pending request named ``interrupt``, answered with a value
   (``run.resume(value)``; the view's text box sends a string). A deny or a timeout cannot invent
   an answer: the run ends ``interrupted`` and the thread stays paused at the interrupt, so a later
@@ -116,6 +119,7 @@ async def answer_interrupts(ctx: RunContext, tracker: Any, interrupts: list[Any]
             ctx.step = number
             if not ask.started:
                 ctx.tool_started(ask.call_id, ask.tool, ask.arguments)
+                tracker.asking[ask.call_id] = number
             ctx.approvals.request(ctx, ask.call_id, ask.tool, ask.arguments, form=ask.form)
             tracker._done()
     resume: dict[str, Any] = {}
@@ -137,10 +141,16 @@ def _resume_value(ctx: RunContext, tracker: Any, pause: _Pause, answers: list[tu
             ctx.scope.interrupt("now", reason=answer.decision)
             raise AgentInterrupted(f"the interrupt was {answer.decision.replace('_', ' ')}")
         ctx.step = ask.step
+        tracker.asking.pop(ask.call_id, None)
         ctx.tool_finished(ask.call_id, "ok", answer.value)
         tracker._settle(ask.step, ask.call_id)
         tracker._done()
         return answer.value
+    for ask, answer in answers:
+        if not answer.approved and "reject" not in ask.form.get("allowed", ALL_DECISIONS):
+            # A review that allows no rejection: a timeout cannot answer it. The thread stays paused.
+            ctx.scope.interrupt("now", reason=answer.decision)
+            raise AgentInterrupted(f"the review of {ask.tool} allows no rejection and was {answer.decision}")
     decisions = []
     for ask, answer in answers:
         decision = _decision(ask, answer)
@@ -149,6 +159,7 @@ def _resume_value(ctx: RunContext, tracker: Any, pause: _Pause, answers: list[tu
             tracker.denied.add(ask.call_id)
         if not ask.started:  # a request that is no tool call of the model: answered here
             ctx.step = ask.step
+            tracker.asking.pop(ask.call_id, None)
             status = "denied" if decision["type"] == "reject" else "ok"
             ctx.tool_finished(ask.call_id, status, decision)
             tracker._settle(ask.step, ask.call_id)

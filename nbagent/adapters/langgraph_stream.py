@@ -84,6 +84,8 @@ class StepTracker:
         """Open tool call id -> its step."""
         self.call_info: dict[str, tuple[str, Any]] = {}
         self.denied: set[str] = set()
+        self.asking: dict[str, int] = {}
+        """Requests of a pause that are no model tool call (a question) -> their step."""
         self.tasks: dict[str, tuple[float, bool]] = {}
         """Task id -> (start time, whether it called a model)."""
         self.values: Any = None
@@ -248,6 +250,15 @@ class StepTracker:
         for step in self.open.values():
             step.closable = True
         self._close_ready()
+        self._done()
+
+    def cut_calls(self) -> None:
+        """After a Stop: end the calls still open, and the questions still asked, ``cancelled``
+        with the error "interrupted" (they never returned)."""
+        for call_id, number in [*self.calls.items(), *self.asking.items()]:
+            self._at(number).tool_finished(call_id, "cancelled", error="interrupted")
+        self.calls.clear()
+        self.asking.clear()
         self._done()
 
     def open_calls(self) -> dict[str, tuple[str, Any, int]]:

@@ -34,13 +34,31 @@ class RunGuards:
         return self.approvals.pending
 
     def approve(self, call_id: str) -> bool:
-        """Let the pending call ``call_id`` run; True if it was pending and undecided. Any thread."""
+        """Let the pending call ``call_id`` run; True if it was pending and undecided. Any thread.
+        A ValueError for a LangGraph interrupt that asks for an answer, or whose review does not
+        allow approving."""
+        self._check_decision(call_id, "approve")
         return self.approvals.decide(call_id, "approved")
 
     def deny(self, call_id: str, reason: str | None = None) -> bool:
         """Refuse the pending call ``call_id``: it does not run, and the model sees "the user
-        denied this call: <reason>"; True if it was pending and undecided. Any thread."""
+        denied this call: <reason>"; True if it was pending and undecided. Any thread.
+        A ValueError for a LangGraph interrupt that asks for an answer, or whose review does not
+        allow rejecting."""
+        self._check_decision(call_id, "reject")
         return self.approvals.decide(call_id, "denied", reason)
+
+    def _check_decision(self, call_id: str, decision: str) -> None:
+        """Refuse a decision the pending LangGraph interrupt ``call_id`` cannot take: a question
+        is answered with a value, a review only with its ``allowed_decisions``."""
+        form = next((p.form for p in self.approvals.pending if p.call_id == call_id), None)
+        if form is None:
+            return
+        if form.get("kind") != "approval":
+            raise ValueError(f"{call_id} asks for an answer, not a decision: use run.resume(value, {call_id!r})")
+        allowed = list(form.get("allowed", ()))
+        if decision not in allowed:
+            raise ValueError(f"the review of {call_id} does not allow {decision!r}; it allows {allowed}")
 
     def resume(self, value: Any, call_id: str | None = None) -> bool:
         """Answer the pending LangGraph ``interrupt()`` ``call_id`` (the only one pending when

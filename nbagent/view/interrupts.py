@@ -4,13 +4,14 @@ A graph paused on ``interrupt(payload)`` has pending requests (``PendingApproval
 each asks; ``nbagent.adapters.langgraph_interrupts``). The approval panel draws a row per request:
 
 - an approval-shaped request (LangChain's human-in-the-loop review of a tool call): the call's
-  arguments, a reason field, **Approve**, **Deny**, and, when the review allows it, the arguments
-  as editable JSON with **Approve edited**;
+  arguments and the decisions its review allows (``allowed_decisions``): **Approve**, **Deny**
+  with a reason field, the arguments as editable JSON with **Approve edited**;
 - any other payload: the payload in full, a text box and **Send**.
 
 Like the tool-call rows, the click handlers run on whatever thread the kernel delivers the click
 on and only call the run's thread-safe ``approve`` / ``deny`` / ``edit`` / ``resume``. A row whose
-edited JSON does not parse says so in the row and sends nothing.
+edited JSON does not parse, or whose answer is refused or comes too late (a double click, a
+request already answered), says so in the row; nothing raises into the kernel.
 """
 
 from __future__ import annotations
@@ -70,15 +71,23 @@ class InterruptRow:
         return button
 
     def _approval_controls(self, allowed: Any, arguments: Any) -> list[widgets.Widget]:
-        self.reason = widgets.Text(placeholder="reason (shown to the model if you deny)")
-        self.approve_button = self._button("Approve", "check", "Run this call")
-        self.deny_button = self._button("Deny", "times", "Refuse this call")
-        self.approve_button.add_class("nbagent-approve")
-        self.deny_button.add_class("nbagent-deny")
-        self.approve_button.on_click(lambda _b: self.run.approve(self.call_id))
-        self.deny_button.on_click(lambda _b: self.run.deny(self.call_id, self.reason.value.strip() or None))
-        self.controls.append(self.reason)
-        rows: list[widgets.Widget] = [widgets.HBox([self.approve_button, self.deny_button, self.reason])]
+        """Only the decisions the review allows: a button it would refuse is not drawn."""
+        buttons: list[widgets.Widget] = []
+        if "approve" in allowed:
+            self.approve_button = self._button("Approve", "check", "Run this call")
+            self.approve_button.add_class("nbagent-approve")
+            self.approve_button.on_click(lambda _b: self._answer(self.run.approve, self.call_id))
+            buttons.append(self.approve_button)
+        if "reject" in allowed:
+            self.reason = widgets.Text(placeholder="reason (shown to the model if you deny)")
+            self.deny_button = self._button("Deny", "times", "Refuse this call")
+            self.deny_button.add_class("nbagent-deny")
+            self.deny_button.on_click(
+                lambda _b: self._answer(self.run.deny, self.call_id, self.reason.value.strip() or None)
+            )
+            self.controls.append(self.reason)
+            buttons += [self.deny_button, self.reason]
+        rows: list[widgets.Widget] = [widgets.HBox(buttons)] if buttons else []
         if "edit" in allowed:
             self.arguments = widgets.Textarea(value=arguments_in_full(arguments), rows=4)
             self.arguments.layout.width = "100%"
@@ -89,17 +98,27 @@ class InterruptRow:
             rows.append(widgets.VBox([self.arguments, self.edit_button]))
         return rows
 
-    # Clicks: any thread; they only answer through the run, which is thread-safe.
+    # Clicks: any thread; they only answer through the run, which is thread-safe. A click never
+    # raises into the kernel's comm handler: a refused or late answer is said in the row.
+    def _answer(self, answer: Any, *args: Any) -> None:
+        try:
+            counted = answer(*args)
+        except ValueError as exc:
+            self.message.value = f'<div class="nbagent-error">{esc(exc)}</div>'
+            return
+        if not counted:
+            self.message.value = '<div class="nbagent-dim">already answered</div>'
+
     def _on_edit(self, _button: widgets.Button) -> None:
         try:
             arguments = json.loads(self.arguments.value)
         except ValueError as exc:
             self.message.value = f'<div class="nbagent-error">the arguments are not JSON: {esc(exc)}</div>'
             return
-        self.run.edit(self.call_id, arguments)
+        self._answer(self.run.edit, self.call_id, arguments)
 
     def _on_send(self, _button: widgets.Button) -> None:
-        self.run.resume(self.answer.value, self.call_id)
+        self._answer(self.run.resume, self.answer.value, self.call_id)
 
     def close(self) -> None:
         for control in self.controls:
