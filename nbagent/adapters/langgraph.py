@@ -19,18 +19,36 @@ LangGraph checkpointed: every finished super-step (the thread goes on from there
 step" asks LangGraph to drain (``RunControl.request_drain``): the super-step in flight finishes,
 is checkpointed, and no other starts.
 
+Token streaming and usage. The ``messages`` mode is LangGraph's own token stream: it attaches a
+streaming callback, so LangChain chat models call their streaming API, as they do under any
+``graph.astream(stream_mode="messages")``. A model that reports no usage when it streams then
+reports none, in the record (unknown, never zero) and in the ``AIMessage`` the thread keeps:
+``langchain_openai.ChatOpenAI`` with a ``base_url`` (an OpenAI-compatible server) streams without
+``stream_options.include_usage`` unless it was made with ``stream_usage=True``. nbagent cannot
+ask for it per run: ``ChatOpenAI`` reads ``stream_usage`` only from the call's own keyword
+arguments, ``model_kwargs`` or the model's field, and neither a ``RunnableConfig`` nor a callback
+reaches those (an agent node calls ``model.ainvoke(messages)`` with its own bound arguments), so
+the only ways are changing the user's model object or not streaming tokens; nbagent does
+neither. Make the model with ``ChatOpenAI(..., stream_usage=True)`` to keep usage (the server
+must support ``include_usage``).
+
 Threads and turns. A graph with a checkpointer keeps its state per thread (``thread_id`` in
 ``config["configurable"]``), in the checkpointer, not on the graph: runs on different threads run
 side by side, and a run on a thread waits for the live run on the same thread
 (``turn_key``, ``nbagent.runtime.turns``). An explicit ``thread_id`` is LangGraph's own: the
 thread's state is used whatever ``reset`` says. Without one, nbagent picks the thread: a new one
 for ``reset=True``, the thread of the graph's previous run for ``reset=False``. A graph without a
-checkpointer keeps nothing: ``reset=False`` is refused with the reason.
+checkpointer keeps nothing: ``reset=False`` is refused with the reason, and a pending
+``interrupt()`` ends the run as with ``interrupts="end"`` (nothing could resume it). Before a new
+input goes to a thread, a pause at ``interrupt()`` is refused with how to answer it, and tool
+calls a Stop cut are answered "interrupted" (``nbagent.adapters.langgraph_threads``).
 
 End states. ``GraphRecursionError`` (``recursion_limit``, or ``max_steps=`` which sets it) is
 ``"max_steps"``; a node that raised is ``"error"`` with its exception; a pending ``interrupt()``
-waits for a person (``nbagent.adapters.langgraph_interrupts``), or with ``interrupts="end"`` ends
-the run ``"success"`` with LangGraph's own ``__interrupt__`` in the output, as ``ainvoke`` does.
+waits for a person (``nbagent.adapters.langgraph_interrupts``), or with ``interrupts="end"`` (and
+always for a graph without a checkpointer) ends the run ``"success"`` with LangGraph's own
+``__interrupt__`` in the output, as ``ainvoke`` does. A call a Stop cut ends ``cancelled`` with the
+error "interrupted".
 """
 
 from __future__ import annotations
@@ -162,7 +180,11 @@ class LangGraphSource:
         interrupts: Literal["ask", "end"] = "ask",
     ) -> Any:
         """Run ``task`` with ``graph.astream``, reporting through ``ctx``; returns the run's answer
-        (``structured_response``, else the last model message's text, else the final state)."""
+        (``structured_response``, else the last model message's text, else the final state).
+
+        ``interrupts``: ``"ask"`` shows a pending ``interrupt()`` in the view and resumes the graph
+        with the answer; ``"end"`` ends the run with it, as ``ainvoke`` does. A graph without a
+        checkpointer always behaves as ``"end"``: LangGraph cannot resume it without one."""
         from langgraph.errors import GraphDrained, GraphRecursionError
         from langgraph.runtime import RunControl
         from langgraph.types import Command

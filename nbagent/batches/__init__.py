@@ -138,7 +138,7 @@ def batch(
             from nbagent.batches.table import show_batch
 
             show_batch(handle)
-        handle.launch()
+        handle._start()
     except BaseException:
         handle._release_name()
         raise

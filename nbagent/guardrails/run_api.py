@@ -55,7 +55,9 @@ class RunGuards:
         if form is None:
             return
         if form.get("kind") != "approval":
-            raise ValueError(f"{call_id} asks for an answer, not a decision: use run.resume(value, {call_id!r})")
+            raise ValueError(
+                f"{call_id} asks for an answer, not a decision: use run.resume(value, {call_id!r})"
+            )
         allowed = list(form.get("allowed", ()))
         if decision not in allowed:
             raise ValueError(f"the review of {call_id} does not allow {decision!r}; it allows {allowed}")

@@ -1,0 +1,63 @@
+"""A LangChain agent on a real OpenAI-compatible server (``langchain_openai.ChatOpenAI`` against
+``tests/openai_server.py``): what nbagent's token stream asks of the server, and where usage goes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
+pytest.importorskip("langchain_openai", reason="ChatOpenAI needs langchain-openai")
+
+from langchain.agents import create_agent
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from openai_server import OpenAIServer, Stream
+
+import nbagent
+
+
+def _agent(server: OpenAIServer, **model: Any) -> Any:
+    chat = ChatOpenAI(model="test-model", base_url=server.base_url, api_key="k", **model)
+    return create_agent(chat, tools=[], checkpointer=InMemorySaver())
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_a_chat_openai_made_with_stream_usage_keeps_usage_in_the_record_and_the_thread() -> None:
+    with OpenAIServer([Stream("Hi there.", usage=(12, 3))]) as server:
+        graph = _agent(server, stream_usage=True)
+        record = nbagent.run(graph, "hi", display=False, config=_config("u1"))
+        [request] = server.requests
+    assert request.body["stream_options"] == {"include_usage": True}
+    assert record.status == "success" and (record.input_tokens, record.output_tokens) == (12, 3)
+    assert record.steps[0].usage_source == "reported"
+    kept = graph.get_state(_config("u1")).values["messages"][-1].usage_metadata
+    assert (kept["input_tokens"], kept["output_tokens"]) == (12, 3)
+
+
+def test_nbagent_asks_the_server_what_langgraphs_own_token_stream_asks_and_keeps_unknown_unknown() -> None:
+    """nbagent changes nothing on the request: the same body as ``astream(stream_mode="messages")``.
+    A model made without ``stream_usage`` streams without usage there too (nbagent cannot ask for
+    it per run: see ``nbagent.adapters.langgraph``); the record says unknown, not zero."""
+    with OpenAIServer([Stream("Hi there.", usage=(12, 3)), Stream("Hi there.", usage=(12, 3))]) as server:
+        # its own HTTP client: LangChain's shared default one stays bound to the loop it first ran on
+        plain_graph = _agent(server, http_async_client=httpx.AsyncClient())
+
+        async def plain() -> None:
+            async for _chunk in plain_graph.astream(
+                {"messages": [{"role": "user", "content": "hi"}]}, _config("p"), stream_mode="messages"
+            ):
+                pass
+
+        asyncio.run(plain())
+        record = nbagent.run(_agent(server), "hi", display=False, config=_config("n"))
+        plain_request, ours = server.requests
+    assert ours.body == plain_request.body and "stream_options" not in ours.body
+    assert record.status == "success" and record.output == "Hi there."
+    assert record.input_tokens is None and record.steps[0].usage_source == "unknown"
