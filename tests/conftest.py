@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,24 @@ def fast_model(turns, **options) -> ScriptedModel:
 def run_threads() -> set[threading.Thread]:
     """Threads an nbagent run may own, besides the runner's own loop thread."""
     return {t for t in threading.enumerate() if t.name.startswith("nbagent-") and t.name != "nbagent-loop"}
+
+
+@pytest.fixture
+def views(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """``start(..., display=True)`` attaches an undisplayed LiveView, as in a kernel."""
+    from nbagent.view import display
+    from nbagent.view.live import LiveView
+
+    built: list[LiveView] = []
+
+    def show_run(run: Any) -> None:
+        view = LiveView(run)
+        run.add_sink(view)
+        built.append(view)
+
+    monkeypatch.setattr(display, "show_run", show_run)
+    monkeypatch.setattr(display, "in_kernel", lambda: True)
+    return built
 
 
 @pytest.fixture(autouse=True)
@@ -161,3 +180,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if missing:
             reason = f'{path.name} needs {", ".join(missing)}: pip install -e ".[notebook]"'
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop whatever runs a test left going, so the script-exit wait (nbagent.runtime.script_exit)
+    never holds the test process at its end."""
+    nbagent.interrupt_all()

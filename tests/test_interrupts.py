@@ -18,7 +18,6 @@ import nbagent
 from nbagent.errors import StoppedByKeyboard
 from nbagent.models import ScriptedModel
 from nbagent.runtime import interrupts
-from nbagent.runtime.handle import Run
 from nbagent.view import display
 from nbagent.view.live import BLOCKING_NOTICE, BLOCKING_TOOLTIP, LiveView
 
@@ -191,19 +190,10 @@ def test_no_handler_off_the_main_thread_or_when_ctrl_c_is_ignored(original_sigin
 
 
 @pytest.fixture
-def views(monkeypatch) -> list[LiveView]:
-    """``start(..., display=True)`` attaches an undisplayed LiveView, as in a kernel."""
-    built: list[LiveView] = []
-
-    def show_run(run: Run) -> None:
-        view = LiveView(run)
-        run.add_sink(view)
-        built.append(view)
-
-    monkeypatch.setattr(display, "show_run", show_run)
-    monkeypatch.setattr(display, "in_kernel", lambda: True)
+def views(views, monkeypatch) -> list[LiveView]:
+    """The shared undisplayed views (conftest), with the once-per-process warning re-armed."""
     monkeypatch.setattr(interrupts, "_warned", False)
-    return built
+    return views
 
 
 def button_states(view: LiveView) -> list[tuple[bool, str]]:

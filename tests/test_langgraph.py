@@ -220,24 +220,6 @@ def test_stop_after_step_while_a_question_waits_ends_the_run_and_keeps_the_pause
     assert graph.get_state(_config("t3")).interrupts  # still paused: answer it later
 
 
-@pytest.fixture
-def views(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """``start(..., display=True)`` attaches an undisplayed LiveView, as in a kernel."""
-    from nbagent.view import display
-    from nbagent.view.live import LiveView
-
-    built: list[LiveView] = []
-
-    def show_run(run: Any) -> None:
-        view = LiveView(run)
-        run.add_sink(view)
-        built.append(view)
-
-    monkeypatch.setattr(display, "show_run", show_run)
-    monkeypatch.setattr(display, "in_kernel", lambda: True)
-    return built
-
-
 @pytest.mark.filterwarnings("ignore::nbagent.runtime.interrupts.BlockingWaitWarning")
 def test_the_view_shows_an_interrupt_and_its_send_button_resumes_the_graph(views: list[Any]) -> None:
     from nbagent.view.interrupts import InterruptRow

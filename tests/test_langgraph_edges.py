@@ -149,24 +149,6 @@ def test_a_timeout_on_a_review_that_allows_no_rejection_ends_the_run_and_keeps_t
     assert graph.get_state(_config("tmo")).interrupts  # answer it later with Command(resume=...)
 
 
-@pytest.fixture
-def views(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """``start(..., display=True)`` attaches an undisplayed LiveView, as in a kernel."""
-    from nbagent.view import display
-    from nbagent.view.live import LiveView
-
-    built: list[LiveView] = []
-
-    def show_run(run: Any) -> None:
-        view = LiveView(run)
-        run.add_sink(view)
-        built.append(view)
-
-    monkeypatch.setattr(display, "show_run", show_run)
-    monkeypatch.setattr(display, "in_kernel", lambda: True)
-    return built
-
-
 @pytest.mark.filterwarnings("ignore::nbagent.runtime.interrupts.BlockingWaitWarning")
 def test_the_view_draws_only_allowed_decisions_and_a_second_click_says_so(views: list[Any]) -> None:
     graph = _hitl_agent([reply("", [("add", {"a": 1, "b": 2})]), reply("no")], [add], ["reject", "edit"])()

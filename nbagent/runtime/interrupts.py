@@ -66,7 +66,9 @@ class Blockable(Protocol):
     buttons): it is told when such a wait starts and ends. The runtime knows sinks only by
     this interface, never by their view class."""
 
-    def block(self) -> None: ...
+    def block(self) -> bool:
+        """Hold the controls; True if it did (then ``unblock`` follows)."""
+        ...
 
     def unblock(self) -> None: ...
 
@@ -268,8 +270,8 @@ def sigint_stops(run: Run) -> Iterator[KeyboardFlag]:
 
 
 def _held_views(run: Run) -> list[Blockable]:
-    """The sinks of ``run`` that a blocking wait on this thread makes unclickable: in a kernel,
-    clicks reach only an idle main thread (only a kernel's widget views take ``block``)."""
+    """The sinks of ``run`` that a blocking wait on this thread may make unclickable: in a kernel,
+    clicks reach only an idle main thread (each view knows whether it is in one)."""
     if threading.current_thread() is not threading.main_thread() or run.done():
         return []
     sinks = getattr(run, "sinks", ())
@@ -300,9 +302,7 @@ def blocking_wait(run: Run) -> Iterator[None]:
     Stop buttons and say why until the wait ends, and a warning says so once per process. Clicks
     cannot reach a kernel whose main thread blocks; Jupyter's ■ Interrupt can, and the wait turns
     it into an interrupt of the run. Elsewhere it does nothing."""
-    views = _held_views(run)
-    for view in views:
-        view.block()
+    views = [view for view in _held_views(run) if view.block()]
     if views:
         _warn_once()
     try:

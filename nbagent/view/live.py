@@ -176,10 +176,16 @@ class LiveView:
 
     # -- a blocking wait: any thread; the change is written on the loop thread -------------------
 
-    def block(self) -> None:
+    def block(self) -> bool:
         """A cell now blocks until the run ends, so no click can arrive: disable the buttons and
-        say what works instead. Any thread; ``unblock()`` undoes it."""
+        say what works instead. True if it did (only in a kernel: elsewhere nothing is held).
+        Any thread; ``unblock()`` undoes it."""
+        from nbagent.view.display import in_kernel
+
+        if not in_kernel():
+            return False
         self._loop.call_soon_threadsafe(self._block_changed, 1)
+        return True
 
     def unblock(self) -> None:
         """The blocking wait is over: the buttons work again (unless the run has ended)."""
