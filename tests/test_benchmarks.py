@@ -21,7 +21,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
-QUICK_TIMEOUT_S = 600
+QUICK_TIMEOUT_S = 300
 """The slowest ``--quick`` (the batch benchmark, with its Ray part) takes a few minutes on a busy
 machine; a hung one fails here instead of holding the suite."""
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
+import gc
 import os
 import socket
 import sys
@@ -184,9 +185,23 @@ class StopSwitch:
         me = threading.get_ident()
         return [
             ident
-            for ident, frame in sys._current_frames().items()
+            for ident, frame in current_frames().items()
             if ident not in (me, worker) and _owner(frame, [self]) is self
         ]
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the garbage collector held off: on CPython < 3.12 a
+    collection inside it can run a finalizer that needs the interpreter's thread-list lock the
+    call already holds, and the thread hangs for good (CPython gh-106883; seen here as a Stop
+    that never returned under load)."""
+    if not gc.isenabled():
+        return sys._current_frames()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        gc.enable()
 
 
 def _let_pending_exception_land() -> None:
