@@ -176,7 +176,7 @@ def main() -> None:
     random.seed(7)
     rows = [_fake_phase("fake_stream", trials), _fake_phase("fake_tool", trials), _http_phase(trials)]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"phases": rows}, indent=2))
         return
     heads = ("trials", "p50 ms", "p99 ms", "disc p50", "disc max", "continued")
     print(f"{'phase':<12} " + " ".join(f"{head:>9}" for head in heads))

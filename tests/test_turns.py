@@ -42,7 +42,8 @@ class GatedSource:
 def test_runs_of_an_agent_with_memory_take_turns_in_order():
     source = GatedSource(takes_turns=True)
     runs = [nbagent.start(source, task) for task in ("a", "b", "c")]
-    wait_until(lambda: source.driving == ["a"])
+    wait_until(lambda: runs[2].record.queued_after is not None)
+    assert source.driving == ["a"]
     assert runs[1].record.queued_after == runs[0].run_id
     assert runs[2].record.queued_after == runs[1].run_id
     for task in ("a", "b", "c"):
