@@ -68,6 +68,21 @@ def views(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return built
 
 
+@pytest.fixture
+def spans():
+    """An in-memory OpenTelemetry exporter; its ``provider`` is the tracer provider to pass."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter.provider = provider  # type: ignore[attr-defined]
+    yield exporter
+    provider.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def no_display():
     """Tests run outside a kernel; make that explicit so no view is attached by accident."""

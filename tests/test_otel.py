@@ -14,24 +14,12 @@ from smolagents_fakes import ScriptedSmolModel, SlowTool, answer, call
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 import nbagent
 from nbagent import otel
 from nbagent.analytics.store import RunStore
 from nbagent.otel.spans import ns
-
-
-@pytest.fixture
-def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    exporter.provider = provider  # type: ignore[attr-defined]
-    yield exporter
-    provider.shutdown()
 
 
 def _tree(exporter, record):

@@ -13,9 +13,6 @@ from conftest import add, fast_model, wait_until
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 import nbagent
@@ -26,16 +23,6 @@ from nbagent.otel.spans import ERROR_LIMIT, ns
 KEY = "sk-proj-LEAKED0123456789abcdefXYZ"
 WAIT_S = 0.3
 """How long a person takes to decide (the tool itself takes about a millisecond)."""
-
-
-@pytest.fixture
-def spans():
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    exporter.provider = provider  # type: ignore[attr-defined]
-    yield exporter
-    provider.shutdown()
 
 
 def run_spans_of(exporter, record):
