@@ -17,6 +17,8 @@ second ``on_loop_death`` call after the close.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -47,6 +49,9 @@ class LoopThread:
                 thread.start()
                 ready.wait()
                 cls._loop, cls._thread = loop, thread
+                if not cls._stops_at_exit:
+                    cls._stops_at_exit = True
+                    atexit.register(cls._stop_at_exit)
                 if cls.on_start is not None:
                     cls.on_start()
             return cls._loop
@@ -54,6 +59,22 @@ class LoopThread:
     @classmethod
     def thread(cls) -> threading.Thread | None:
         return cls._thread
+
+    _stops_at_exit = False
+
+    @classmethod
+    def _stop_at_exit(cls) -> None:
+        """At interpreter exit (after the script-exit wait), stop the loop and let its thread
+        finish: a daemon thread that wakes while the interpreter finalizes is ended with
+        ``pthread_exit``, which CPython < 3.14 can turn into "FATAL: exception not rethrown" and
+        an abort (seen on a script's exit while the loop had a timer due)."""
+        with cls._lock:
+            loop, thread = cls._loop, cls._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(UNWIND_TIMEOUT_S + 1.0)
 
     @classmethod
     def _serve(cls, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
