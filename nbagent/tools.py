@@ -176,7 +176,8 @@ async def _run_on_loop(coro: Any, timeout_s: float | None, grace_s: float, name:
     end, as a sync tool does, and is then abandoned: the run stops, the task is left behind.
     """
     # SystemExit and the like become a ToolError, as they do for a sync tool.
-    task = asyncio.ensure_future(contained(coro, lambda exc: _raised(name, exc)))
+    guarded = contained(coro, lambda exc: _raised(name, exc))
+    task = asyncio.get_running_loop().create_task(guarded, name=f"tool {name}")
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
     except asyncio.CancelledError:

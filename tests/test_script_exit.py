@@ -223,3 +223,28 @@ def test_ctrl_c_in_the_scripts_own_code_stops_the_runs_it_left_going(script) -> 
     assert "nbagent: stopping 1 run still going (Ctrl-C again leaves at once)" in run.stderr
     assert "waiting for" not in run.stderr
     assert re.search(r"^■ interrupted · 2 steps", run.stdout, re.M), run.stdout
+
+
+def test_a_tool_that_swallows_every_cancel_does_not_hang_the_exit(script) -> None:
+    # Freeing such a coroutine closes it, and its bare except turns the close into a busy loop
+    # (it once hung a benchmark's exit for good); the runner keeps it suspended instead.
+    run = script("""
+        import asyncio, contextlib
+
+        @nbagent.tool
+        async def stubborn() -> str:
+            '''Retries forever.'''
+            while True:
+                with contextlib.suppress(BaseException):
+                    await asyncio.sleep(3600)
+
+        model = ScriptedModel([Reply("", [ToolCall("stubborn")]), "never"], first_token_s=0.0)
+        run = nbagent.start(nbagent.Agent(model, tools=[stubborn]), "go", display=False)
+        while not run.record.tool_calls:
+            pass
+        run.interrupt()
+        print("STATUS", run.wait().status)
+    """)
+    assert run.end() == 0, run.stderr
+    assert "STATUS interrupted" in run.stdout
+    assert "left suspended: " in run.stderr and "stubborn" in run.stderr, run.stderr

@@ -119,10 +119,34 @@ def _unwind(loop: asyncio.AbstractEventLoop) -> None:
             task.cancel()
         if tasks:
             loop.run_until_complete(asyncio.wait(tasks, timeout=UNWIND_TIMEOUT_S))
+        _keep_forever([t for t in tasks if not t.done()])
     except BaseException:
         logger.exception("nbagent: a retired event loop did not unwind cleanly")
     finally:
         loop.close()
+
+
+def _keep_forever(stuck: list[asyncio.Task]) -> None:
+    """Never free a task that would not end when cancelled.
+
+    Freeing a pending coroutine closes it (``GeneratorExit`` at its ``await``); code that swallows
+    every exception there and awaits again spins forever without a running loop, on whichever
+    thread drops the last reference, or the main thread at interpreter exit. So such tasks are
+    given a reference nobody holds (never collected, never closed): a small leak, once per task
+    that ignored its cancel for ``UNWIND_TIMEOUT_S``.
+    """
+    if not stuck:
+        return
+    import ctypes
+
+    for task in stuck:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(task))
+    logger.warning(
+        "nbagent: %d task(s) ignored their cancel for %.0f s and are left suspended: %s",
+        len(stuck),
+        UNWIND_TIMEOUT_S,
+        ", ".join(sorted({t.get_name() for t in stuck})),
+    )
 
 
 def runner_loop() -> asyncio.AbstractEventLoop:
