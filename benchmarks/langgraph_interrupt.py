@@ -1,19 +1,24 @@
 """How fast does a Stop end a LangGraph run under nbagent, and does it drop the model's connection?
 
-Three phases, each a LangChain ``create_agent`` graph with an ``InMemorySaver``:
+Phases, each a LangChain ``create_agent`` graph with an ``InMemorySaver``:
 
 - fake_stream: a fake chat model streams a long reply, a chunk every 20 ms; the Stop comes a
   random 0.05-0.2 s after its first chunk;
 - fake_tool: the model asks for an async tool that sleeps until cancelled; the Stop comes a random
   0.05-0.2 s after the tool started;
-- http_stream: ``langchain-openai``'s ``ChatOpenAI`` against the project's local OpenAI-compatible
-  server (tests/openai_server.py), streaming at 100 tokens/s; the Stop comes 0.05-0.2 s after the
-  third token.
+- http_100/s, http_2000/s: ``langchain-openai``'s ``ChatOpenAI`` against the project's local
+  OpenAI-compatible server (tests/openai_server.py), a 10 s reply at 100 and at 2000 tokens/s; the
+  Stop comes 0.05-0.2 s after the tenth character;
+- plain_100/s, plain_2000/s, the baseline: the same graph and server without nbagent, the
+  ``astream`` task cancelled with ``task.cancel()``. At 2000 tokens/s ChatOpenAI's per-chunk
+  ``asyncio.wait_for`` loses many cancels on CPython 3.11 (the chunk had already arrived), and the
+  plain run goes on to the end of the reply; nbagent cancels again what swallowed a cancel.
 
 Measured on one ``perf_counter`` clock, per trial: ``run.interrupt()`` -> ``run.wait()`` returns
-the complete record (p50 / p99), and (http_stream) Stop -> the server sees the client go (p50 /
-max). After each trial, a ``reset=False`` run on the same thread must succeed (the checkpoint
-stayed valid); the count of those that did is printed.
+the complete record (p50 / p99), and (http, plain) Stop -> the server sees the client go (p50 /
+max; a disconnect not seen within 5 s is counted, not timed). After each nbagent trial, a
+``reset=False`` run on the same thread must succeed (the checkpoint stayed valid); the count of
+those that did is printed.
 
     python benchmarks/langgraph_interrupt.py [--quick] [--json]
 """
@@ -131,20 +136,32 @@ def _fake_phase(phase: str, trials: int) -> dict[str, Any]:
     return _summary(phase, latencies, [], continued, trials)
 
 
-def _http_phase(trials: int) -> dict[str, Any]:
+def _ten_seconds(tokens_per_s: float) -> str:
+    """A reply that streams for about 10 s: a lost Stop lets it run that long."""
+    return "word " * int(tokens_per_s * 10)
+
+
+def _http_graph(server: Any) -> Any:
+    # its own HTTP client: LangChain's shared default one stays bound to the loop it first ran on
+    import httpx
     from langchain.agents import create_agent
     from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.memory import InMemorySaver
 
+    model = ChatOpenAI(
+        model="gpt-test", base_url=server.base_url, api_key="sk-test", stream_usage=True,
+        http_async_client=httpx.AsyncClient(),
+    )  # fmt: skip
+    return create_agent(model, tools=[], checkpointer=InMemorySaver())
+
+
+def _http_phase(trials: int, tokens_per_s: float) -> dict[str, Any]:
     server_module = _load("openai_server")
     latencies, disconnects, continued = [], [], 0
     with server_module.OpenAIServer() as server:
         for index in range(trials):
-            server.push(server_module.Stream("word " * 2000, tokens_per_s=100.0))
-            model = ChatOpenAI(
-                model="gpt-test", base_url=server.base_url, api_key="sk-test", stream_usage=True
-            )
-            graph = create_agent(model, tools=[], checkpointer=InMemorySaver())
+            server.push(server_module.Stream(_ten_seconds(tokens_per_s), tokens_per_s=tokens_per_s))
+            graph = _http_graph(server)
             result = _trial(
                 graph,
                 f"h{index}",
@@ -155,7 +172,45 @@ def _http_phase(trials: int) -> dict[str, Any]:
             disconnects.append(result["disconnect_ms"])
             server.push(server_module.Stream("done", tokens_per_s=1000.0))
             continued += _continues(graph, result["config"])
-    return _summary("http_stream", latencies, disconnects, continued, trials)
+    return _summary(f"http_{tokens_per_s:g}/s", latencies, disconnects, continued, trials)
+
+
+def _plain_http_phase(trials: int, tokens_per_s: float) -> dict[str, Any]:
+    """The baseline: LangGraph alone, its ``astream`` task cancelled as a user would stop it."""
+    server_module = _load("openai_server")
+    latencies: list[float] = []
+    disconnects: list[float | None] = []
+
+    async def one(server: Any, index: int) -> None:
+        graph = _http_graph(server)
+        chunks = 0
+
+        async def consume() -> None:
+            nonlocal chunks
+            config = {"configurable": {"thread_id": f"p{index}"}}
+            async for _ in graph.astream({"messages": [("user", "go")]}, config, stream_mode="messages"):
+                chunks += 1
+
+        task = asyncio.ensure_future(consume())
+        while chunks < 10:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(random.uniform(0.05, 0.2))
+        stopped = time.perf_counter()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        latencies.append((time.perf_counter() - stopped) * 1000)
+        request = server.requests[-1]
+        try:
+            server.wait_until(lambda: request.disconnected is not None, timeout=DISCONNECT_WAIT_S)
+            disconnects.append((request.disconnected - stopped) * 1000)
+        except AssertionError:
+            disconnects.append(None)
+
+    with server_module.OpenAIServer() as server:
+        for index in range(trials):
+            server.push(server_module.Stream(_ten_seconds(tokens_per_s), tokens_per_s=tokens_per_s))
+            asyncio.run(one(server, index))
+    return _summary(f"plain_{tokens_per_s:g}/s", latencies, disconnects, 0, trials)
 
 
 def _summary(
@@ -184,7 +239,9 @@ def main() -> None:
     args = parser.parse_args()
     trials = 3 if args.quick else 20
     random.seed(7)
-    rows = [_fake_phase("fake_stream", trials), _fake_phase("fake_tool", trials), _http_phase(trials)]
+    rows = [_fake_phase("fake_stream", trials), _fake_phase("fake_tool", trials)]
+    for rate in (100.0, 2000.0):
+        rows += [_http_phase(trials, rate), _plain_http_phase(trials, rate)]
     if args.json:
         print(json.dumps({"phases": rows}, indent=2))
         return

@@ -35,7 +35,7 @@ from nbagent.models.base import (
     ToolCall,
     ToolCallDelta,
 )
-from nbagent.runtime.tasks import contained, stop_within
+from nbagent.runtime.tasks import spawn_contained, stop_within
 from nbagent.text import observation
 from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, tool
 
@@ -162,11 +162,10 @@ class Agent:
         if ctx.scope.interrupted:  # a budget refused this request: nothing is sent
             raise asyncio.CancelledError()
         # SystemExit and the like from a model must not leave its task: they would end the loop.
-        reader = asyncio.ensure_future(
-            contained(
-                self._read_reply(ctx, pieces, calls, reading),
-                lambda exc: ModelError(f"{self.model_name}: {describe(exc)}"),
-            )
+        reader = spawn_contained(
+            self._read_reply(ctx, pieces, calls, reading),
+            lambda exc: ModelError(f"{self.model_name}: {describe(exc)}"),
+            name=f"model {self.model_name}",
         )
         try:
             await asyncio.wait({reader})

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from nbagent.errors import ToolError, describe
-from nbagent.runtime.tasks import contained, stop_within
+from nbagent.runtime.tasks import spawn_contained, stop_within
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What OpenAI-style APIs accept as a function name."""
@@ -176,8 +176,7 @@ async def _run_on_loop(coro: Any, timeout_s: float | None, grace_s: float, name:
     end, as a sync tool does, and is then abandoned: the run stops, the task is left behind.
     """
     # SystemExit and the like become a ToolError, as they do for a sync tool.
-    guarded = contained(coro, lambda exc: _raised(name, exc))
-    task = asyncio.get_running_loop().create_task(guarded, name=f"tool {name}")
+    task = spawn_contained(coro, lambda exc: _raised(name, exc), name=f"tool {name}")
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
     except asyncio.CancelledError:

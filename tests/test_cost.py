@@ -199,3 +199,23 @@ out["priced"], out["seconds"] = timed(record("gpt-4o"))
     assert out["loaded"] is False
     assert out["priced"] is None
     assert out["seconds"] < 0.05
+
+
+def test_interpreter_exit_waits_for_the_pricing_warm_up(tmp_path) -> None:
+    # A daemon thread still inside genai-prices' compiled code when the interpreter finalizes
+    # aborted short scripts ("FATAL: exception not rethrown", 2 in 120): exit waits for it.
+    done = tmp_path / "warm-up finished"
+    script = f"""
+import time
+import nbagent.analytics.cost as cost
+
+def slow_load():
+    time.sleep(1.0)
+    open({str(done)!r}, "w").close()
+
+cost._genai_prices = slow_load
+cost.warm_up()
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert done.exists()

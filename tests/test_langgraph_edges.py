@@ -174,3 +174,37 @@ def test_a_late_send_on_an_answered_question_is_said_in_the_row(views: list[Any]
     run.wait(timeout=20)
     row.send_button.click()  # the request is gone: no exception, a note in the row
     assert "no single pending interrupt" in row.message.value
+
+
+def test_a_stop_reaches_a_node_that_swallowed_the_first_cancel() -> None:
+    """LangGraph cancels a running node once and waits for it; a node that loses that cancel (as
+    CPython 3.11's ``asyncio.wait_for`` can, inside langchain-openai's chunk timeout) would hold
+    the Stop until it finished. nbagent delivers the cancel again until the node ends."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    progress: list[str] = []
+
+    async def stubborn(state: MessagesState) -> dict[str, Any]:
+        progress.append("started")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            progress.append("swallowed")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            progress.append("cancelled again")
+            raise
+        return {"messages": []}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("stubborn", stubborn)
+    builder.add_edge(START, "stubborn")
+    builder.add_edge("stubborn", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    run = nbagent.start(graph, "go", display=False, config=_config("swallow"))
+    wait_until(lambda: progress == ["started"])
+    assert run.interrupt() is True
+    record = run.wait(timeout=60)
+    assert record.status == "interrupted"
+    assert progress == ["started", "swallowed", "cancelled again"]

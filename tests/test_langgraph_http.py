@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import wait_until
 
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 pytest.importorskip("langchain_openai", reason="ChatOpenAI needs langchain-openai")
@@ -37,6 +38,7 @@ def test_a_chat_openai_made_with_stream_usage_keeps_usage_in_the_record_and_the_
     assert request.body["stream_options"] == {"include_usage": True}
     assert record.status == "success" and (record.input_tokens, record.output_tokens) == (12, 3)
     assert record.steps[0].usage_source == "reported"
+    assert record.model == "test-model"  # found in create_agent's model node, never called
     kept = graph.get_state(_config("u1")).values["messages"][-1].usage_metadata
     assert (kept["input_tokens"], kept["output_tokens"]) == (12, 3)
 
@@ -61,3 +63,21 @@ def test_nbagent_asks_the_server_what_langgraphs_own_token_stream_asks_and_keeps
     assert ours.body == plain_request.body and "stream_options" not in ours.body
     assert record.status == "success" and record.output == "Hi there."
     assert record.input_tokens is None and record.steps[0].usage_source == "unknown"
+
+
+def test_a_stop_mid_stream_drops_the_connection_even_when_a_chunk_wait_swallows_the_cancel() -> None:
+    """At a fast stream ChatOpenAI's per-chunk ``asyncio.wait_for`` loses about half the cancels
+    on CPython 3.11 (the chunk was already there); LangGraph then waited for the whole reply.
+    Every trial here must end interrupted with the server seeing the client go mid-reply."""
+    long_reply = "word " * 20_000  # 10 s at 2000 tokens/s: a lost Stop would let it finish
+    with OpenAIServer() as server:
+        for trial in range(5):
+            server.push(Stream(long_reply, tokens_per_s=2000.0))
+            run = nbagent.start(
+                _agent(server, stream_usage=True), "go", display=False, config=_config(f"s{trial}")
+            )
+            wait_until(lambda run=run: bool(run.record.steps) and len(run.live_text(1)) > 100)
+            assert run.interrupt() is True
+            assert run.wait(timeout=60).status == "interrupted"
+            request = server.requests[-1]
+            server.wait_until(lambda request=request: request.disconnected is not None, timeout=60)

@@ -169,3 +169,27 @@ def test_a_step_usage_is_as_good_as_its_weakest_part(parts, tokens, source, comp
     assert step.input_tokens == tokens and step.usage_source == source
     assert record.usage_complete is complete
     assert record.input_tokens == tokens
+
+
+def test_a_model_or_tool_task_cancelled_before_it_ran_leaves_no_never_awaited_coroutine() -> None:
+    # A Stop (or the loop unwinding at exit) right as the reader task was made used to leave
+    # "coroutine 'Agent._read_reply' was never awaited" on a script's stderr.
+    import warnings
+
+    from nbagent.errors import ToolError
+    from nbagent.runtime.tasks import spawn_contained
+
+    async def work() -> str:
+        return "done"
+
+    async def main() -> bool:
+        task = spawn_contained(work(), lambda exc: ToolError(str(exc)))
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return task.cancelled()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(main()) is True
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

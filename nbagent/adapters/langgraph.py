@@ -305,9 +305,21 @@ def _model_name(graph: Any) -> str:
     """The chat model a graph's agent node uses, when it can be found without running it."""
     for node in getattr(graph, "nodes", {}).values():
         bound = getattr(node, "bound", None)
-        for holder in (bound, getattr(bound, "func", None), getattr(bound, "afunc", None)):
-            model = getattr(holder, "model", None) or getattr(holder, "__self__", None)
-            name = getattr(model, "model_name", None) or getattr(model, "model", None)
-            if isinstance(name, str):
-                return name
+        funcs = [getattr(bound, "func", None), getattr(bound, "afunc", None)]
+        # LangChain's create_agent keeps its model in the model node's closure: read, never called
+        cells = [c for f in funcs for c in getattr(f, "__closure__", None) or ()]
+        captured = [c.cell_contents for c in cells if _filled(c)]
+        for holder in (bound, *funcs, *captured):
+            for model in (holder, getattr(holder, "model", None), getattr(holder, "__self__", None)):
+                name = getattr(model, "model_name", None) or getattr(model, "model", None)
+                if isinstance(name, str) and hasattr(model, "_llm_type"):
+                    return name
     return "unknown"
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True

@@ -18,6 +18,9 @@ an interrupt("now") of the parent interrupts every live child with the reason ``
 child adopted after its parent was interrupted is interrupted at once. A closed child leaves its
 parent. "after_step" does not propagate: the parent's step, child run included, finishes.
 
+Lost cancels. A cancel swallowed on its way down (CPython 3.11's ``asyncio.wait_for``, a bare
+``except``) is delivered again to the run's tasks: see ``nbagent.runtime.lost_cancels``.
+
 Every public method is thread-safe and idempotent; a click handler on any thread may call them.
 """
 
@@ -28,9 +31,10 @@ import contextlib
 import contextvars
 import threading
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from nbagent.errors import AgentInterrupted
+from nbagent.runtime.lost_cancels import TaskTree, mark_run_task
 
 InterruptMode = Literal["now", "after_step"]
 
@@ -50,6 +54,8 @@ class CancelScope:
         self._task: asyncio.Task[object] | None = None
         self._parent: CancelScope | None = None
         self._children: set[CancelScope] = set()
+        self.tasks = TaskTree()
+        """The tasks started inside the run (loop thread only)."""
         self.requested_at: float | None = None
         """``time.perf_counter()`` when the first accepted interrupt arrived."""
         self.now_reason: str | None = None
@@ -64,8 +70,9 @@ class CancelScope:
         with self._lock:
             self._loop = task.get_loop()
             self._task = task
+            mark_run_task(task)
             if self._now.is_set():
-                task.cancel()
+                self._cancel()
 
     def interrupt(self, mode: InterruptMode = "now", reason: str = "user") -> bool:
         """Ask the run to stop; True if the run was still live. Idempotent; any thread.
@@ -97,8 +104,15 @@ class CancelScope:
             child.interrupt("now", reason="parent")
         if loop is not None and task is not None:
             with contextlib.suppress(RuntimeError):  # a closing loop: the run is ending anyway
-                loop.call_soon_threadsafe(task.cancel)
+                loop.call_soon_threadsafe(self._cancel)
         return True
+
+    def _cancel(self) -> None:
+        """Cancel the run's task (on the loop thread) and watch for a cancel lost on the way."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            self.tasks.stopped(task)
 
     def trip(self, limit: str, message: str, mode: InterruptMode = "now") -> bool:
         """Stop the run because the budget ``limit`` was crossed: the run ends ``"limit"``, unless
@@ -168,6 +182,16 @@ class CancelScope:
 current_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar(
     "nbagent_cancel_scope", default=None
 )
+
+
+def track_task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    """The runner loop's task factory: a task started inside a run is noted on the run's scope."""
+    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+    context = kwargs.get("context")
+    scope = context.get(current_scope) if context is not None else current_scope.get()
+    if scope is not None and not scope.closed:
+        scope.tasks.add(task, asyncio.current_task(loop))
+    return task
 
 
 def check_interrupt() -> None:

@@ -21,7 +21,10 @@ import atexit
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
+
+from nbagent.runtime.cancel import track_task
 
 logger = logging.getLogger("nbagent")
 
@@ -42,6 +45,7 @@ class LoopThread:
         with cls._lock:
             if cls._loop is None or cls._thread is None or not cls._thread.is_alive():
                 loop = asyncio.new_event_loop()
+                loop.set_task_factory(track_task)
                 ready = threading.Event()
                 thread = threading.Thread(
                     target=cls._serve, args=(loop, ready), name="nbagent-loop", daemon=True
@@ -114,12 +118,18 @@ UNWIND_TIMEOUT_S = 5.0
 def _unwind(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel the retired loop's tasks, let them unwind on this thread, and close the loop."""
     try:
-        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.wait(tasks, timeout=UNWIND_TIMEOUT_S))
-        _keep_forever([t for t in tasks if not t.done()])
+        deadline = time.monotonic() + UNWIND_TIMEOUT_S
+        cancelled: set[asyncio.Task] = set()
+        while pending := {t for t in asyncio.all_tasks(loop) if not t.done()}:
+            for task in pending - cancelled:  # including tasks made while the others unwound
+                task.cancel()
+            cancelled |= pending
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            waiting = asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            loop.run_until_complete(waiting)
+        _keep_forever([t for t in cancelled if not t.done()])
     except BaseException:
         logger.exception("nbagent: a retired event loop did not unwind cleanly")
     finally:

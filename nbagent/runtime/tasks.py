@@ -31,6 +31,18 @@ async def contained(coro: Awaitable[T], error: Callable[[BaseException], AgentEr
         raise error(exc) from None
 
 
+def spawn_contained(
+    coro: Awaitable[T], error: Callable[[BaseException], AgentError], name: str | None = None
+) -> asyncio.Task[T]:
+    """Run ``coro`` as a task of its own, ``contained``. If the task is cancelled before it first
+    runs (a Stop right as it was made), ``coro`` is closed with it, not left "never awaited"."""
+    task = asyncio.get_running_loop().create_task(contained(coro, error), name=name)
+    close = getattr(coro, "close", None)
+    if close is not None:
+        task.add_done_callback(lambda _: close())  # a no-op for a coroutine that ran
+    return task
+
+
 async def stop_within(task: asyncio.Future[Any], grace_s: float) -> bool:
     """Cancel ``task`` and give it ``grace_s`` to end. True if it ended (whatever it raised while
     stopping is retrieved: it is not news); False if it ignored the cancel and is left running."""
