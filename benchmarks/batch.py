@@ -436,7 +436,7 @@ def refresh_ms(handle, times: int = 20) -> list[float]:
 def stop_all_ms(handle) -> float:
     start = time.perf_counter()
     handle.interrupt()
-    handle._future.result(timeout=300)
+    handle.completion.result(timeout=300)
     return (time.perf_counter() - start) * 1000
 
 

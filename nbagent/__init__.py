@@ -7,38 +7,43 @@ Start here::
     run = nbagent.start(agent, "What is 17 * 23?")   # returns at once: live view with ■ Stop
     record = await run                           # a RunRecord, however the run ended
 
-The calls:
+The root holds what a notebook types; the rest lives in the package that owns it:
 
 - ``start(agent, task)`` → ``Run`` (``interrupt()``, ``record``, ``await run``); ``run(...)`` blocks;
   ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or an agent of
-  smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph (``records_from_*`` read plain runs).
+  smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph (``nbagent.adapters.records_from_*``
+  read their plain runs).
 - ``batch(make_agent, tasks)`` → ``Batch``: many tasks, one live table, one Stop, resume from a store;
-  ``run_batch`` blocks; ``RayBackend`` scales out.
+  ``run_batch`` blocks; ``nbagent.batches.RayBackend`` scales out.
 - Guardrails: ``start(..., limits=Limits(...))`` ends a run ``"limit"``; ``@tool(requires_approval=True)``
   or ``approve=`` makes calls wait for Approve / Deny (``run.approve``, ``run.deny``).
-- Explore: ``show(run_id)``, ``browse(store)``, ``compare(a, b)``, ``compare_frame``,
-  ``record.to_html(path)``; ``nbagent.otel`` exports runs as OpenTelemetry spans.
+- Explore: ``show(run_id)``, ``browse(store)``, ``compare(a, b)``, ``record.to_html(path)``; more in
+  ``nbagent.explore``; ``nbagent.otel`` exports runs as OpenTelemetry spans.
 - ``Agent(model, tools)``, ``@tool``, ``check_interrupt()``; models in ``nbagent.models``.
 - ``RunRecord`` / ``StepRecord`` / ``ToolCallRecord``: the account of a run in every end state.
 - ``history``: this process's runs as DataFrames (``runs()``, ``steps()``, ``tool_calls()``,
-  ``summary()``, plots); ``RunStore``: the same, persisted in SQLite; ``runs_frame`` /
-  ``steps_frame`` / ``tool_calls_frame`` from any records.
+  ``summary()``, plots); ``RunStore``: the same, persisted in SQLite; ``nbagent.analytics`` has the
+  frames of any records (``runs_frame``...), ``cost``, ``analysis`` and ``plots``.
 - ``configure(store=, display=, limits=, quiet_smolagents=, history_limit=)``: process-wide defaults.
 - Errors: ``NbagentError`` > ``AgentError`` > ``AgentInterrupted``, ``ModelError``, ``ToolError``,
   ``MaxStepsReached``, ``LimitExceeded``; ``NbagentError`` > ``StoreError`` (a store's file),
-  ``LeaseHeldError`` (a batch name held elsewhere); ``StoppedByKeyboard`` (a ``KeyboardInterrupt``,
-  ``BatchStoppedByKeyboard`` its batch form) after Ctrl-C stopped what you waited on.
+  ``LeaseHeldError`` (a batch name held elsewhere); ``StoppedByKeyboard`` (a ``KeyboardInterrupt``)
+  after Ctrl-C stopped what you waited on.
+
+Names that moved from the root (``nbagent.runs_frame``, ``nbagent.RayBackend``...) still work, with
+a ``DeprecationWarning`` that gives the new spelling.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from nbagent.agent import Agent
 from nbagent.analytics import history
 from nbagent.api import arun, interrupt_all, run, start
-from nbagent.batches import Batch, BatchStoppedByKeyboard, LocalBackend, batch, run_batch
+from nbagent.batches import Batch, batch, run_batch
 from nbagent.config import configure
 from nbagent.demo import demo_agent
 from nbagent.errors import (
@@ -51,8 +56,7 @@ from nbagent.errors import (
     StoppedByKeyboard,
     ToolError,
 )
-from nbagent.guardrails import ApprovalCall, Limits, PendingApproval
-from nbagent.models.base import ToolCall
+from nbagent.guardrails import Limits
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.runtime.cancel import check_interrupt
 from nbagent.runtime.handle import Run
@@ -62,42 +66,42 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from nbagent import explore, otel  # noqa: F401
-    from nbagent.adapters.openai_agents_records import records_from_openai_agents
-    from nbagent.adapters.pydantic_ai_records import records_from_pydantic_ai
-    from nbagent.adapters.smolagents_memory import records_from_smolagents
-    from nbagent.analytics import analysis, cost, frames, plots, store  # noqa: F401
-    from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
     from nbagent.analytics.store import RunStore
-    from nbagent.batches.ray import RayBackend
     from nbagent.explore.browser import browse
-    from nbagent.explore.comparison import compare, compare_frame
+    from nbagent.explore.comparison import compare
     from nbagent.explore.lookup import show
 
-# Analytics, explore, Ray and the framework adapters load on first use, so ``import nbagent``
+# Analytics, explore and the framework adapters load on first use, so ``import nbagent``
 # imports neither pandas nor any framework.
 _LAZY = {
     "RunStore": "analytics.store",
-    "runs_frame": "analytics.frames",
-    "steps_frame": "analytics.frames",
-    "tool_calls_frame": "analytics.frames",
-    "RayBackend": "batches.ray",
     "show": "explore.lookup",
     "browse": "explore.browser",
     "compare": "explore.comparison",
-    "compare_frame": "explore.comparison",
-    "records_from_pydantic_ai": "adapters.pydantic_ai_records",
-    "records_from_smolagents": "adapters.smolagents_memory",
-    "records_from_openai_agents": "adapters.openai_agents_records",
 }
 _SUBMODULES = {
-    "analysis": "analytics.analysis",
-    "cost": "analytics.cost",
-    "frames": "analytics.frames",
-    "explore": "explore",
-    "models": "models",
-    "otel": "otel",
-    "plots": "analytics.plots",
-    "store": "analytics.store",
+    name: name for name in ("adapters", "analytics", "batches", "explore", "guardrails", "models", "otel")
+}
+_MOVED = {
+    # name at the root: (its home, True for a module). Still served, with a DeprecationWarning.
+    "ApprovalCall": ("nbagent.guardrails", False),
+    "PendingApproval": ("nbagent.guardrails", False),
+    "BatchStoppedByKeyboard": ("nbagent.batches", False),
+    "LocalBackend": ("nbagent.batches", False),
+    "RayBackend": ("nbagent.batches", False),
+    "ToolCall": ("nbagent.models", False),
+    "compare_frame": ("nbagent.explore", False),
+    "runs_frame": ("nbagent.analytics", False),
+    "steps_frame": ("nbagent.analytics", False),
+    "tool_calls_frame": ("nbagent.analytics", False),
+    "records_from_smolagents": ("nbagent.adapters", False),
+    "records_from_pydantic_ai": ("nbagent.adapters", False),
+    "records_from_openai_agents": ("nbagent.adapters", False),
+    "analysis": ("nbagent.analytics", True),
+    "cost": ("nbagent.analytics", True),
+    "frames": ("nbagent.analytics", True),
+    "plots": ("nbagent.analytics", True),
+    "store": ("nbagent.analytics", True),
 }
 
 
@@ -108,6 +112,17 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
+    if name in _MOVED:
+        home, is_module = _MOVED[name]
+        warnings.warn(
+            f"nbagent.{name} has moved: use `from {home} import {name}` "
+            "(the old spelling goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if is_module:
+            return importlib.import_module(f"{home}.{name}")
+        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
 
 
@@ -115,24 +130,18 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentInterrupted",
-    "ApprovalCall",
     "Batch",
-    "BatchStoppedByKeyboard",
     "LimitExceeded",
     "Limits",
-    "LocalBackend",
     "MaxStepsReached",
     "ModelError",
     "NbagentError",
-    "PendingApproval",
-    "RayBackend",
     "Run",
     "RunRecord",
     "RunStore",
     "StepRecord",
     "StoppedByKeyboard",
     "Tool",
-    "ToolCall",
     "ToolCallRecord",
     "ToolError",
     "arun",
@@ -140,23 +149,15 @@ __all__ = [
     "browse",
     "check_interrupt",
     "compare",
-    "compare_frame",
     "configure",
     "demo_agent",
     "history",
     "interrupt_all",
-    "models",
-    "records_from_openai_agents",
-    "records_from_pydantic_ai",
-    "records_from_smolagents",
     "run",
     "run_batch",
-    "runs_frame",
     "show",
     "start",
-    "steps_frame",
     "tool",
-    "tool_calls_frame",
 ]
 
 

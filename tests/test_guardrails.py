@@ -224,7 +224,7 @@ def test_stop_reason_is_a_runs_frame_column_for_every_end():
         nbagent.run(nbagent.Agent(fast_model([])), "t"),
         nbagent.run(nbagent.Agent(fast_model(["ok"])), "t"),
     ]
-    frame = nbagent.runs_frame(records)
+    frame = nbagent.analytics.runs_frame(records)
     assert list(frame.status) == ["interrupted", "limit", "max_steps", "error", "success"]
     assert list(frame.stop_reason.fillna("-")) == ["user", "max_output_tokens", "max_steps", "error", "-"]
 
@@ -256,7 +256,7 @@ def test_the_model_call_end_is_recorded_between_the_step_start_and_its_tools():
     assert first.started_at < first.model_ended_at <= first.tool_calls[0].started_at <= first.ended_at
     assert last.started_at < last.model_ended_at <= last.ended_at
     assert first.model_ended_at.tzinfo is not None
-    frame = nbagent.steps_frame(record)
+    frame = nbagent.analytics.steps_frame(record)
     assert list(frame.model_ended_at) == [s.model_ended_at for s in record.steps]
 
 

@@ -65,7 +65,7 @@ def test_an_approved_call_runs_after_the_decision_and_the_wait_is_kept_apart():
     assert call.approval_wait_s > 0 and record.steps[0].wait_s == call.approval_wait_s == record.wait_s
     assert call.started_at >= record.steps[0].started_at  # its own time starts after the decision
     assert prompts[1][-1]["content"] == "sent to boss@example.com"
-    frame = nbagent.tool_calls_frame(record)
+    frame = nbagent.analytics.tool_calls_frame(record)
     assert frame.approval.tolist() == ["approved"] and frame.approval_wait_s[0] == call.approval_wait_s
 
 

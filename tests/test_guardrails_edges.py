@@ -122,7 +122,7 @@ def test_a_source_can_name_the_model_a_run_option_chooses():
         async def drive(self, task, ctx, reset=True, *, model=None):
             return "done"
 
-    nbagent.cost.set_price("cheap", input_per_mtok=0.1, output_per_mtok=0.1)
+    nbagent.analytics.cost.set_price("cheap", input_per_mtok=0.1, output_per_mtok=0.1)
     assert nbagent.run(Switchable(), "go").model == "cheap"
     assert nbagent.run(Switchable(), "go", model="pricey-unknown").model == "pricey-unknown"
     with pytest.raises(ValueError, match="pricey-unknown"):  # priced at the model it will use

@@ -17,6 +17,7 @@ from conftest import fast_model, wait_until
 
 import nbagent
 from nbagent import events as ev
+from nbagent.analytics import runs_frame, steps_frame, tool_calls_frame
 from nbagent.errors import StoppedByKeyboard
 from nbagent.models import Model, ModelText, ModelUsage, ScriptedModel, ToolCall
 
@@ -268,7 +269,7 @@ def test_a_result_that_cannot_be_rendered_stays_ok_and_nothing_downstream_raises
     assert record.status == "success" and record.tool_calls[0].status == "ok"
     assert "<unprintable" in seen[0]
     assert str(record) and record._repr_html_() and repr(record)
-    assert len(nbagent.runs_frame([record])) == 1 and len(nbagent.tool_calls_frame([record])) == 1
+    assert len(runs_frame([record])) == 1 and len(tool_calls_frame([record])) == 1
 
 
 def test_lone_surrogates_anywhere_are_escaped_once_where_text_enters_the_record():
@@ -293,7 +294,7 @@ def test_lone_surrogates_anywhere_are_escaped_once_where_text_enters_the_record(
     ):
         text.encode("utf-8")  # valid UTF-8 now
         assert "\\ud800" in text
-    frames = (nbagent.runs_frame([record]), nbagent.steps_frame([record]), nbagent.tool_calls_frame([record]))
+    frames = (runs_frame([record]), steps_frame([record]), tool_calls_frame([record]))
     assert all(len(f) for f in frames)
     assert len(nbagent.history.runs()) >= 1
 
@@ -342,7 +343,7 @@ def test_a_model_reporting_invalid_usage_gets_a_model_error_naming_it(bad):
     record = nbagent.run(nbagent.Agent(BadUsage()), "t")
     assert record.status == "error" and record.error_type == "ModelError"
     assert f"input_tokens={bad}" in record.error and "non-negative int" in record.error
-    assert len(nbagent.steps_frame([record])) == 1
+    assert len(steps_frame([record])) == 1
 
 
 def test_construction_mistakes_fail_at_once_with_a_hint():
@@ -499,6 +500,6 @@ def test_a_repr_raising_a_base_exception_breaks_no_view_frame_or_store(tmp_path)
     model = fast_model([[ToolCall("odd")], "done"])
     record = nbagent.run(nbagent.Agent(model, tools=[odd]), "t", store=store, metadata={"x": _ExitingRepr()})
     assert record.status == "success"
-    assert str(record) and record._repr_html_() and len(nbagent.runs_frame([record])) == 1
+    assert str(record) and record._repr_html_() and len(runs_frame([record])) == 1
     assert store.record(record.run_id).status == "success"
     store.close()

@@ -25,7 +25,8 @@ from nbagent.analytics.frames import runs_frame, steps_frame
 from nbagent.analytics.store import RunStore
 from nbagent.models import ModelText, OpenAIChatModel
 from nbagent.models.credentials import scrub
-from nbagent.models.openai import _Reply, _retry_after
+from nbagent.models.openai import _retry_after
+from nbagent.models.openai_reply import ReplyAssembly
 
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))
@@ -132,7 +133,7 @@ def test_tool_arguments_that_are_not_json_become_an_observation(server):
 
 
 def test_tool_calls_without_an_index_are_told_apart_by_their_id():
-    reply = _Reply()
+    reply = ReplyAssembly()
     for call_id, name, arguments in [
         ("a", "add", '{"a": 1,'),
         (None, None, ' "b": 2}'),
@@ -515,9 +516,8 @@ def _tool_delta(call_id=None, name=None, arguments=None):
 
 
 def test_tool_call_pieces_without_an_index_are_joined_by_their_id():
-    from nbagent.models.openai import _Reply
 
-    reply = _Reply()
+    reply = ReplyAssembly()
     for chunk in [
         _tool_delta("a", "add", '{"a": '),
         _tool_delta("b", "add", '{"a": 3, '),
@@ -533,9 +533,8 @@ def test_tool_call_pieces_without_an_index_are_joined_by_their_id():
 
 
 def test_a_usage_chunk_with_null_fields_keeps_the_counts_known_so_far():
-    from nbagent.models.openai import _Reply
 
-    reply = _Reply()
+    reply = ReplyAssembly()
     reply.feed({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
     reply.feed({"choices": [], "usage": {"prompt_tokens": None, "completion_tokens": 5}})
     assert reply.usage == (10, 5)

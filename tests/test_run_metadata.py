@@ -83,7 +83,7 @@ def test_stop_after_step_says_so():
         release.wait(20)
         return "released"
 
-    agent = nbagent.Agent(fast_model([[nbagent.ToolCall("held")], "never"]), tools=[held])
+    agent = nbagent.Agent(fast_model([[nbagent.models.ToolCall("held")], "never"]), tools=[held])
     run = nbagent.start(agent, "t")
     wait_until(lambda: run.record.tool_calls)
     run.interrupt("after_step")

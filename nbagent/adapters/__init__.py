@@ -38,7 +38,7 @@ def source_for(agent: Any) -> Any | None:
 
 
 def as_source(agent: Any) -> Any:
-    """The runnable form of ``agent`` (a ``nbagent.runtime.handle.Source``): itself if native,
+    """The runnable form of ``agent`` (a ``nbagent.runtime.source.Source``): itself if native,
     else its framework's adapter; a ``TypeError`` that says what can run otherwise."""
     if hasattr(agent, "drive"):
         return agent
@@ -73,3 +73,18 @@ def instance_of(obj: Any, module_name: str, class_name: str) -> bool:
     """True when ``obj`` is an instance of ``module_name.class_name``, if that module is loaded."""
     cls = getattr(sys.modules.get(module_name), class_name, None)
     return isinstance(cls, type) and isinstance(obj, cls)
+
+
+_RECORDS_FROM = {
+    "records_from_smolagents": "smolagents_memory",
+    "records_from_pydantic_ai": "pydantic_ai_records",
+    "records_from_openai_agents": "openai_agents_records",
+    "records_from_langgraph": "langgraph_records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``records_from_<framework>``: read runs made without nbagent (imports that adapter only)."""
+    if name in _RECORDS_FROM:
+        return getattr(importlib.import_module(f"{__name__}.{_RECORDS_FROM[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

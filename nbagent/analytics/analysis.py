@@ -54,7 +54,7 @@ def summary(
             exact. Without it, tokens per step come from the runs whose usage is complete.
         by: the runs-frame column(s) to group by. ``"tags"`` groups per tag: a run with two tags
             counts in both groups, a run without tags in the ``<NA>`` group. For a key of the
-            metadata, join ``nbagent.frames.json_columns(runs["metadata"])`` to the runs frame and
+            metadata, join ``nbagent.analytics.frames.json_columns(runs["metadata"])`` to the runs frame and
             group by ``"metadata.<key>"``.
 
     Columns: ``runs``; ``success_rate``, ``interrupt_rate`` (stopped: status ``interrupted``) and

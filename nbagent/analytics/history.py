@@ -96,7 +96,7 @@ def last() -> RunRecord:
 
 
 def runs() -> pd.DataFrame:
-    """One row per run (see ``nbagent.frames`` for the columns)."""
+    """One row per run (see ``nbagent.analytics.frames`` for the columns)."""
     from nbagent.analytics.frames import runs_frame
 
     return runs_frame(records())
@@ -119,7 +119,7 @@ def tool_calls() -> pd.DataFrame:
 def summary(**options: _Any) -> pd.DataFrame:
     """Per agent and model: runs, success and interrupt rates, durations, tokens per step, cost.
 
-    ``options`` go to ``nbagent.analysis.summary`` (e.g. ``by="task"``).
+    ``options`` go to ``nbagent.analytics.analysis.summary`` (e.g. ``by="task"``).
     """
     from nbagent.analytics.analysis import summary as summarize
 

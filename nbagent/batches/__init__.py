@@ -6,11 +6,11 @@ one row per task; ``run_batch`` blocks (Ctrl-C stops the batch). The pieces:
 - ``nbagent.batches.tasks``: a list of strings or dicts, or a DataFrame with a ``task`` column,
   as keyed items;
 - ``nbagent.batches.handle``: the ``Batch`` (one Stop path: the batch's mark, then each run's
-  own ``interrupt``; the waits are a run's);
+  own ``interrupt``; the waits are a run's) and what any thread may read of it (records,
+  progress, frames);
 - ``nbagent.batches.scheduler``: its scheduler on the runner's loop (a coroutine per live task,
   none per queued one), and how each task ends;
 - ``nbagent.batches.threads``: the batch's own threads for factories and scores;
-- ``nbagent.batches.reading``: what any thread may read of a batch (records, progress, frames);
 - ``nbagent.batches.guards``: one live batch per name and store, one live run per agent object;
 - ``nbagent.batches.resume``: what a named batch in a store finds of its earlier attempts;
 - ``nbagent.batches.local`` / ``nbagent.batches.ray``: where the runs happen (``Backend``);
@@ -130,7 +130,7 @@ def batch(
         skip=check_skip(skip),
         start_options=start_options,
     )
-    handle._claim_name()
+    handle.hold_name()
     try:
         if display is None:
             display = settings.display if settings.display is not None else True
@@ -138,9 +138,9 @@ def batch(
             from nbagent.batches.table import show_batch
 
             show_batch(handle)
-        handle._start()
+        handle.launch()
     except BaseException:
-        handle._release_name()
+        handle.free_name()
         raise
     return handle
 

@@ -26,6 +26,11 @@ max_steps; ``stop_reason == "timeout"`` for one cut by ``timeout_s``), an error 
 factory or its start failed, the stored record of an earlier attempt a resume reused, or
 ``"skipped"``. The views (``nbagent.batches.table``) are refreshed by one ticker on the loop, about
 ten times a second, whatever the number of tasks.
+
+Any thread may read a batch while it runs (a task's run and record, the progress its views show,
+the batch as DataFrames). The progress and the running tasks come from the batch's ``Tally`` and a
+task's state from a key index, never from a walk over every task: a view refreshed ten times a
+second costs the same for a batch of 100,000 tasks as for one of ten.
 """
 
 from __future__ import annotations
@@ -40,14 +45,15 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from nbagent.batches.guards import AgentClaims, claim_name, release_name
-from nbagent.batches.reading import BatchReading
 from nbagent.batches.scheduler import BatchLoop, refresh
 from nbagent.batches.state import (
     STOP_MODES,
     Backend,
     BatchStoppedByKeyboard,
+    Progress,
     StopMode,
     Tally,
+    TaskRun,
     TaskState,
     takes_row,
 )
@@ -64,7 +70,7 @@ LATEST_KEPT = 20
 """How many of the latest ended tasks a batch keeps at hand for its table."""
 
 
-class Batch(BatchLoop, BatchReading):
+class Batch(BatchLoop):
     """A handle on a batch: ``await batch`` (the frame), ``interrupt()``, ``status``, ``frame()``.
 
     ``interrupt``, ``status``, ``progress``, ``frame`` and the other readers may be used from any
@@ -111,8 +117,8 @@ class Batch(BatchLoop, BatchReading):
         """The live widget table (``nbagent.batches.table.BatchTable``) when one is shown."""
         self._t0 = time.perf_counter()
         self._ended_at: float | None = None
-        self._future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._future.set_running_or_notify_cancel()
+        self.completion: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.completion.set_running_or_notify_cancel()
         self._threads = BatchThreads(min(concurrency, MAX_THREADS))
         self._wake = asyncio.Event()
         """Set on the loop when a slot frees or a Stop comes: the scheduler looks again."""
@@ -131,16 +137,18 @@ class Batch(BatchLoop, BatchReading):
         """A view with ``refresh(final: bool)``, called on the runner's loop. Before ``_start``."""
         self._views.append(view)
 
-    def _claim_name(self) -> None:
+    def hold_name(self) -> None:
         """Refuse a second live batch of this name and store in this process (both would run
         every task); released when the batch ends."""
         self._name_claim = claim_name(self, self.name, self.store)
 
-    def _release_name(self) -> None:
+    def free_name(self) -> None:
+        """Give the batch's name back (the batch ended, or never started)."""
         release_name(self, self._name_claim)
         self._name_claim = None
 
-    def _start(self) -> None:
+    def launch(self) -> None:
+        """Start the batch on the runner's loop (``nbagent.batch`` calls it once the views are up)."""
         self._loop = runner_loop()
         asyncio.run_coroutine_threadsafe(self._main(), self._loop)
 
@@ -148,10 +156,10 @@ class Batch(BatchLoop, BatchReading):
         """On the loop, once every task has ended: the batch is over, its name free."""
         self._threads.close()
         self._ended_at = time.perf_counter()
-        self._release_name()
+        self.free_name()
         if ticker is not None:
             ticker.cancel()
-        self._future.set_result(None)  # before the final refresh, so the views say "done"
+        self.completion.set_result(None)  # before the final refresh, so the views say "done"
         for view in self._views:
             refresh(view, final=True)
 
@@ -168,7 +176,7 @@ class Batch(BatchLoop, BatchReading):
             raise ValueError(f"mode must be 'now', 'after_step' or 'after_current', not {mode!r}")
         stop = STOP_MODES[mode]
         with self._lock:
-            if self._future.done() or self._stop == "now" or self._stop == stop:
+            if self.completion.done() or self._stop == "now" or self._stop == stop:
                 return False
             self._stop, self._stop_reason = stop, reason
         if self._loop is not None:
@@ -184,12 +192,12 @@ class Batch(BatchLoop, BatchReading):
     @property
     def status(self) -> str:
         """``"running"``, ``"stopping"`` after a Stop, then ``"done"`` or ``"stopped"``."""
-        if self._future.done():
+        if self.completion.done():
             return "stopped" if self._stop is not None else "done"
         return "running" if self._stop is None else "stopping"
 
     def done(self) -> bool:
-        return self._future.done()
+        return self.completion.done()
 
     def _ends(self) -> WaitEnds:
         name = "batch" if self.name is None else f"batch {self.name!r}"
@@ -217,3 +225,92 @@ class Batch(BatchLoop, BatchReading):
         name = "" if self.name is None else f" {self.name!r}"
         skipped = f", {p.skipped} skipped" if p.skipped else ""
         return f"<nbagent.Batch{name} {p.state}: {p.ran}/{p.total} done{skipped}>"
+
+    # -- readers: whole-field reads of what the loop writes, from any thread ----------------
+
+    def run_of(self, task: int | str) -> TaskRun | None:
+        """The run handle of a task (by position or key), ``None`` if it has not started."""
+        return self.task_state(task).run
+
+    def task_state(self, task: int | str) -> TaskState:
+        """The state of one task, by position or by key (``KeyError`` / ``IndexError`` if none)."""
+        if isinstance(task, int):
+            return self.tasks[task]
+        return self._by_key[task]
+
+    def record_of(self, task: int | str) -> RunRecord | None:
+        """A task's record: final, reused, or a snapshot of its live run; ``None`` if none."""
+        state = self.task_state(task)
+        if state.record is not None:
+            return state.record
+        return _snapshot(state.run) if state.run is not None else None
+
+    def records(self) -> list[RunRecord]:
+        """The latest record of every task that has one, in task order."""
+        return [r for s in self.tasks if (r := s.record) is not None]
+
+    def progress(self) -> Progress:
+        t = self._tally
+        phases = t.phases
+        p = Progress(
+            self.name,
+            len(self.tasks),
+            ended=dict(t.ended),
+            reused=phases["reused"],
+            running=phases["running"] + phases["starting"],
+            queued=phases["queued"],
+            skipped=phases["skipped"],
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            cost_usd=t.cost_usd,
+            state=self.status,
+        )
+        end = self._ended_at if self._ended_at is not None else time.perf_counter()
+        p.elapsed_s = end - self._t0
+        finished = sum(p.ended.values())
+        left = p.running + p.queued
+        if finished and left and self._stop is None:
+            p.eta_s = p.elapsed_s / finished * left
+        return p
+
+    def running(self) -> list[TaskState]:
+        """The tasks whose run is live, in the order they started."""
+        return list(self._tally.running.values())
+
+    def latest(self) -> list[TaskState]:
+        """The latest ended tasks, newest first."""
+        return list(reversed(self._latest))
+
+    def frame(self) -> pd.DataFrame:
+        """One row per task, in task order (``nbagent.batches.frames.batch_frame``)."""
+        from nbagent.batches.frames import batch_frame
+
+        return batch_frame(self)
+
+    def attempts(self) -> pd.DataFrame:
+        """Every attempt of every task, earlier batches of the same name (from the store)
+        included, oldest first: the runs frame with ``task_key`` and ``attempt`` (1, 2, ...)."""
+        from nbagent.batches.frames import attempts_frame
+
+        return attempts_frame([*self._earlier, *self._session])
+
+    def steps(self) -> pd.DataFrame:
+        """One row per step of each task's latest attempt, with its ``task_key``."""
+        from nbagent.analytics.frames import steps_frame
+        from nbagent.batches.frames import keyed
+
+        return keyed(steps_frame, self.records())
+
+    def tool_calls(self) -> pd.DataFrame:
+        """One row per tool call of each task's latest attempt, with its ``task_key``."""
+        from nbagent.analytics.frames import tool_calls_frame
+        from nbagent.batches.frames import keyed
+
+        return keyed(tool_calls_frame, self.records())
+
+
+def _snapshot(run: TaskRun) -> RunRecord | None:
+    try:
+        return run.record
+    except RuntimeError:  # a remote run whose first events have not come back yet
+        return None

@@ -44,7 +44,7 @@ from nbagent.batches.ray_run import (
     RemoteFailure,
     RemoteRun,
     Worker,
-    _ray,
+    ray_module,
 )
 from nbagent.batches.ray_worker import CHUNK_S, BatchWorker
 from nbagent.errors import describe
@@ -87,7 +87,7 @@ class RayBackend:
         num_cpus: float = 1,
         init: dict[str, Any] | None = None,
     ) -> None:
-        self.ray = _ray()
+        self.ray = ray_module()
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.address = address

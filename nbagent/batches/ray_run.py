@@ -30,7 +30,7 @@ PLACEMENTS = 8
 """How many workers a task may be given to before it fails (each lost before it accepted it)."""
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
     try:
         import ray
     except ImportError as exc:
@@ -258,7 +258,7 @@ class RemoteRun:
         return self._recorder.snapshot()
 
     async def _failed(self, what: str, exc: BaseException) -> RunRecord:
-        record = self.batch._error_record(self.item, what, exc)
+        record = self.batch.error_record(self.item, what, exc)
         if self.batch.store is not None:
             await asyncio.to_thread(self.batch.store.add, record)
         return record

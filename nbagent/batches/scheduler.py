@@ -247,7 +247,7 @@ class BatchLoop:
         """End a task whose run never started with a complete record (``"error"``, or
         ``"interrupted"`` for an abandoned factory), stored like a run (on a worker thread), so a
         resume reruns it."""
-        record = self._error_record(state.item, what, exc, status=status)
+        record = self.error_record(state.item, what, exc, status=status)
         self._session.append(record)
         if self.store is not None:
             try:
@@ -256,9 +256,10 @@ class BatchLoop:
                 record.error = f"{record.error} (not stored: {describe(store_exc)})"
         await self._ended(state, record)
 
-    def _error_record(
+    def error_record(
         self, item: TaskItem, what: str, exc: BaseException, *, status: str = "error"
     ) -> RunRecord:
+        """The record of a task whose run never got going (its factory, or its worker, failed)."""
         now = datetime.now(timezone.utc)
         exc = original(exc)
         stopped = status == "interrupted"

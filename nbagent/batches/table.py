@@ -262,7 +262,7 @@ class BatchTable:
         if not name:
             return None
         try:  # a task key first (keys may be numbers), then a position
-            return self.batch._state(name)
+            return self.batch.task_state(name)
         except KeyError:
             pass
         try:

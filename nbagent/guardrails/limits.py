@@ -55,7 +55,7 @@ class Limits:
         max_tokens: input + output tokens of the whole run.
         max_input_tokens: input (prompt) tokens of the whole run.
         max_output_tokens: output tokens of the whole run.
-        max_cost_usd: US dollars; the model must have a price (``nbagent.cost.set_price``).
+        max_cost_usd: US dollars; the model must have a price (``nbagent.analytics.cost.set_price``).
         max_seconds: wall seconds of the run, not counting waits for approvals.
         max_wait_seconds: total seconds tool calls may wait for approvals.
         max_tool_calls: tool calls of the run.
@@ -163,7 +163,7 @@ def check_priced(limits: Limits | None, model: str) -> Rates | None:
     if not priced or per_input is None or per_output is None:
         raise ValueError(
             f"max_cost_usd needs the price of the model {model!r}, and nbagent has none: give it one "
-            f"with nbagent.cost.set_price({model!r}, input_per_mtok=..., output_per_mtok=...)"
+            f"with nbagent.analytics.cost.set_price({model!r}, input_per_mtok=..., output_per_mtok=...)"
             f" (or install the cost extra: {cost.EXTRA_HINT}). The run was not started."
         )
     return Rates(per_input / 1e6, per_output / 1e6)

@@ -2,9 +2,9 @@
 
 ``scrub`` removes anything that looks like a credential from a text (the endpoint's own secrets,
 plain and URL-encoded, bearer and Basic credentials, ``user:password@`` in URLs, key-like query
-parameters and JSON/header fields, ``sk-...``-shaped keys). ``_Credentials`` holds the key, the
+parameters and JSON/header fields, ``sk-...``-shaped keys). ``Credentials`` holds the key, the
 header values and the user info and query taken from ``base_url``, and prints as
-``<credentials hidden>``; ``_SendCredentials`` is the HTTP transport that adds them to a request
+``<credentials hidden>``; ``SendCredentials`` is the HTTP transport that adds them to a request
 as it leaves for the endpoint's own origin, so the client's request objects, its errors and the
 HTTP library's log lines only ever hold the public URL.
 """
@@ -76,7 +76,7 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _BASIC.sub(_hide_basic, text)
 
 
-def _split_base_url(url: str) -> tuple[str, str | None, str | None, str]:
+def split_base_url(url: str) -> tuple[str, str | None, str | None, str]:
     """(the URL without user info, query or fragment; the user; the password; the raw query)."""
     parts = urllib.parse.urlsplit(url)
     userinfo, at, host = parts.netloc.rpartition("@")
@@ -89,7 +89,7 @@ def _split_base_url(url: str) -> tuple[str, str | None, str | None, str]:
     return public, user, password, parts.query
 
 
-class _Credentials:
+class Credentials:
     """What a model sends but never shows: its API key, its headers' values, its extra query
     parameters, and the user info and query string its base URL carried.
 
@@ -106,7 +106,7 @@ class _Credentials:
         headers: Mapping[str, str] | None = None,
         extra_query: Mapping[str, Any] | None = None,
     ) -> None:
-        _, user, password, query = _split_base_url(base_url)
+        _, user, password, query = split_base_url(base_url)
         self.api_key = api_key
         self.headers = dict(headers) if headers else None
         self.extra_query = dict(extra_query) if extra_query else None
@@ -141,7 +141,7 @@ class _Credentials:
 
     @property
     def on_the_wire(self) -> bool:
-        """True when our own client needs ``_SendCredentials`` to add a query or Basic auth."""
+        """True when our own client needs ``SendCredentials`` to add a query or Basic auth."""
         return bool(self.authorization or self.query or self.extra_query)
 
     def scrub(self, text: str) -> str:
@@ -153,7 +153,7 @@ class _Credentials:
     __str__ = __repr__
 
 
-class _SendCredentials:
+class SendCredentials:
     """An HTTP transport that adds the base URL's query and user info to each request as it leaves.
 
     The client, its request objects, its errors and httpx's own log line (``HTTP Request: POST
@@ -192,7 +192,7 @@ class _SendCredentials:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _SendCredentials:
+    async def __aenter__(self) -> SendCredentials:
         await self._inner.__aenter__()
         return self
 
@@ -200,7 +200,7 @@ class _SendCredentials:
         await self._inner.__aexit__(*exc)
 
 
-def _environment_proxy(url: str) -> str | None:
+def environment_proxy(url: str) -> str | None:
     """The proxy HTTPS_PROXY / HTTP_PROXY / ALL_PROXY name for ``url`` (NO_PROXY honoured), as httpx
     would pick it for a client of its own."""
     parts = urllib.parse.urlsplit(url)

@@ -47,7 +47,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from nbagent.errors import ModelError
@@ -56,14 +56,11 @@ from nbagent.models.base import (
     Model,
     ModelPart,
     ModelRetry,
-    ModelText,
     ModelUsage,
-    ToolCall,
-    ToolCallDelta,
     ToolSpec,
-    new_call_id,
 )
-from nbagent.models.credentials import _Credentials, _environment_proxy, _SendCredentials, _split_base_url
+from nbagent.models.credentials import Credentials, SendCredentials, environment_proxy, split_base_url
+from nbagent.models.openai_reply import MalformedChunk, ReplyAssembly, characters
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -81,136 +78,6 @@ def _import_openai() -> Any:
             "OpenAIChatModel needs the openai package: pip install 'nbagent-jupyter[openai]'"
         ) from exc
     return openai
-
-
-class _MalformedChunk(Exception):
-    """A chunk that parses as JSON but is not a chat-completion chunk."""
-
-
-def _field(obj: Any, name: str) -> Any:
-    """``obj.name`` or ``obj[name]``: chunks arrive as client objects, sometimes as plain dicts.
-
-    Raises ``_MalformedChunk`` when ``obj`` is a scalar or a list where an object belongs.
-    """
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    if isinstance(obj, (str, bytes, int, float, list, tuple)):
-        raise _MalformedChunk(f"expected an object with {name!r}, got {type(obj).__name__}")
-    return getattr(obj, name, None)
-
-
-def _text(content: Any) -> str:
-    """A delta's text: a string, or (some servers) a list of parts with ``text``."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(t for t in (_field(part, "text") for part in content) if isinstance(t, str))
-    raise _MalformedChunk(f"'content' is a {type(content).__name__}, not text")
-
-
-def _characters(count: int) -> str:
-    return f" after {count} character{'s' if count != 1 else ''} of reply" if count else ""
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-@dataclass
-class _PartialCall:
-    id: str | None = None
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-    def complete(self) -> ToolCall:
-        text = "".join(self.arguments)
-        arguments: dict[str, Any] | str = text
-        if not text.strip():
-            arguments = {}
-        else:
-            try:
-                parsed = json.loads(text)
-            except json.JSONDecodeError:
-                parsed = None  # the agent turns the raw text into an observation the model sees
-            if isinstance(parsed, dict):
-                arguments = parsed
-        return ToolCall(self.name, arguments, self.id or new_call_id())
-
-
-class _Reply:
-    """Folds the chunks of one streamed reply: text pieces out, tool calls and usage kept."""
-
-    def __init__(self) -> None:
-        self.chars = 0
-        self.usage: tuple[int | None, int | None] | None = None
-        self._calls: dict[Any, _PartialCall] = {}
-
-    def feed(self, chunk: Any) -> list[ModelText | ToolCallDelta]:
-        """Take one chunk; return its text pieces and pieces of tool-call arguments, in order."""
-        if not isinstance(chunk, Mapping) and not hasattr(chunk, "choices"):
-            raise _MalformedChunk(f"expected a JSON object, got {type(chunk).__name__}")
-        usage = _field(chunk, "usage")
-        if usage is not None:  # running totals or the final count: the last known count wins
-            before = self.usage or (None, None)
-            prompt, completion = (
-                _count(_field(usage, "prompt_tokens")),
-                _count(_field(usage, "completion_tokens")),
-            )
-            self.usage = (
-                prompt if prompt is not None else before[0],
-                completion if completion is not None else before[1],
-            )
-        choices = _field(chunk, "choices") or []
-        if not isinstance(choices, list):
-            raise _MalformedChunk("'choices' is not a list")
-        parts: list[ModelText | ToolCallDelta] = []
-        for choice in choices:
-            if _field(choice, "index") not in (0, None):
-                continue  # only the first choice (n=1 is what the agent asks for)
-            delta = _field(choice, "delta")
-            if delta is None:
-                continue
-            content = _field(delta, "content")
-            text = _text(content) if content else ""
-            if text:
-                parts.append(ModelText(text))
-                self.chars += len(text)
-            for call in _field(delta, "tool_calls") or ():
-                arguments = self._call_delta(call)
-                if arguments:
-                    parts.append(ToolCallDelta(arguments))
-        return parts
-
-    def _call_delta(self, delta: Any) -> str | None:
-        """Fold one tool-call delta in; return its piece of arguments (text), if any."""
-        index, call_id = _field(delta, "index"), _field(delta, "id")
-        if not isinstance(index, int):
-            # Servers that omit the index: a known id continues its call, a new id starts one,
-            # and a piece without an id continues the last call.
-            known = next((key for key, c in self._calls.items() if call_id and c.id == call_id), None)
-            last = next(reversed(self._calls), None)
-            same = last is not None and (not call_id or self._calls[last].id is None)
-            index = known if known is not None else last if same else f"call-{len(self._calls)}"
-        call = self._calls.setdefault(index, _PartialCall())
-        if call_id and not call.id:
-            call.id = str(call_id)
-        function = _field(delta, "function") or {}
-        name, arguments = _field(function, "name"), _field(function, "arguments")
-        if name and name != call.name:
-            if not isinstance(name, str):
-                raise _MalformedChunk("a tool call's name is not a string")
-            call.name = name if not call.name else call.name + name
-        if not arguments:
-            return None
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)  # a few servers send the arguments as an object
-        call.arguments.append(arguments)
-        return arguments
-
-    def tool_calls(self) -> list[ToolCall]:
-        return [call.complete() for call in self._calls.values()]
 
 
 @dataclass
@@ -337,14 +204,14 @@ class OpenAIChatModel(Model):
         if client is not None:
             given_url, key = str(client.base_url), getattr(client, "api_key", None)
             key = key if isinstance(key, str) else None
-            self._credentials = _Credentials(key, given_url, extra_headers, extra_query)
-            self.base_url = _split_base_url(given_url)[0]
+            self._credentials = Credentials(key, given_url, extra_headers, extra_query)
+            self.base_url = split_base_url(given_url)[0]
             return
         url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
         key = api_key or os.environ.get("OPENAI_API_KEY")
         headers = {**(default_headers or {}), **(extra_headers or {})}
-        self._credentials = _Credentials(key, url, headers, extra_query)
-        self.base_url = _split_base_url(url)[0]  # the credentials it carried are sent, never shown
+        self._credentials = Credentials(key, url, headers, extra_query)
+        self.base_url = split_base_url(url)[0]  # the credentials it carried are sent, never shown
         if not key and self.base_url == OPENAI_BASE_URL:
             raise ModelError(
                 f"OpenAIChatModel({model!r}): no API key. Pass api_key=... or set OPENAI_API_KEY "
@@ -379,18 +246,18 @@ class OpenAIChatModel(Model):
 
     def _http_client(self) -> Any:
         """The openai client's own kind of HTTP client, whose transport adds the base URL's
-        credentials to each request as it leaves (``_SendCredentials``)."""
+        credentials to each request as it leaves (``SendCredentials``)."""
         openai = self._openai
         client_class = openai.DefaultAsyncHttpxClient
         library = next(c for c in client_class.__mro__ if c.__name__ == "AsyncClient").__module__
         http = sys.modules[library.split(".")[0]]  # httpx, or httpx2 for newer openai clients
         base = http.URL(self.base_url)
-        proxy = _environment_proxy(self.base_url)
+        proxy = environment_proxy(self.base_url)
         inner = http.AsyncHTTPTransport(
             limits=openai.DEFAULT_CONNECTION_LIMITS, proxy=http.Proxy(proxy) if proxy else None
         )
         credentials = self._credentials
-        transport = _SendCredentials(
+        transport = SendCredentials(
             inner,
             http.Request,
             (base.scheme, base.host, base.port),
@@ -430,7 +297,7 @@ class OpenAIChatModel(Model):
         request = self._request(messages, tools)
         retries = 0
         while True:
-            reply = _Reply()
+            reply = ReplyAssembly()
             failure: _Failure | None = None
             response: Any = None
             try:
@@ -438,10 +305,10 @@ class OpenAIChatModel(Model):
                 async for chunk in response:
                     try:
                         parts = reply.feed(chunk)
-                    except _MalformedChunk:
+                    except MalformedChunk:
                         raise
                     except (AttributeError, TypeError, ValueError, KeyError) as exc:
-                        raise _MalformedChunk(str(exc)) from None
+                        raise MalformedChunk(str(exc)) from None
                     for part in parts:
                         yield part
             except Exception as exc:
@@ -489,11 +356,11 @@ class OpenAIChatModel(Model):
         scrubbed = self._credentials.scrub(f"{where}: {message}")
         return ModelError(scrubbed, status_code=status_code, retryable=retryable)
 
-    def _failure(self, exc: Exception, reply: _Reply, *, streaming: bool) -> _Failure:
+    def _failure(self, exc: Exception, reply: ReplyAssembly, *, streaming: bool) -> _Failure:
         """What ``exc`` means for the user, and whether and when to try again."""
         openai = self._openai
         timeouts, transport_errors = _transport_errors()
-        so_far = _characters(reply.chars)
+        so_far = characters(reply.chars)
         if isinstance(exc, openai.APIStatusError):
             return self._status_failure(exc)
         if isinstance(exc, (openai.APITimeoutError, *timeouts)):
@@ -512,7 +379,7 @@ class OpenAIChatModel(Model):
                 return _Failure(self._error(message, retryable=True), "connection lost")
             message = f"cannot reach the server ({detail}); is it running, and is base_url right?"
             return _Failure(self._error(message, retryable=True), "cannot connect")
-        if isinstance(exc, (json.JSONDecodeError, _MalformedChunk)):
+        if isinstance(exc, (json.JSONDecodeError, MalformedChunk)):
             what = (
                 f"not JSON: {self._quote(exc.doc, 120)!r}" if isinstance(exc, json.JSONDecodeError) else exc
             )

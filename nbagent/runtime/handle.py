@@ -21,17 +21,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Generator, Iterable
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from nbagent import events as ev
 from nbagent.analytics import cost, history
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, describe, error_kind
-from nbagent.guardrails.approvals import ApprovalPolicy, Approvals
+from nbagent.guardrails.approvals import ApprovalPolicy, Approvals, PendingApproval
 from nbagent.guardrails.limits import Limits, LimitWatcher, check_priced
-from nbagent.guardrails.run_api import RunGuards
 from nbagent.records import Recorder, RunRecord
 from nbagent.runtime import turns
 from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
@@ -44,53 +43,17 @@ from nbagent.runtime.run_setup import (
     model_params,
     remember_run_of,
 )
+from nbagent.runtime.source import Sink, Source, native_source
 from nbagent.runtime.waiting import wait_async, wait_blocking
 from nbagent.text import shorten
 
 logger = logging.getLogger("nbagent")
 
-Sink = Callable[[ev.RunEvent], Any]
-
-
-class Source(Protocol):
-    """What the runner can run: the native ``Agent`` and each framework's adapter are one.
-
-    ``task_text(task) -> str`` (optional) lets a source take more than a ``str`` task (a list of
-    content parts, say): it returns the task's readable text for the record, or raises
-    ``TypeError`` for a task it cannot take; ``drive`` gets the task as given. Without it, a task
-    must be a ``str``.
-
-    ``takes_turns`` (optional, default True) says how runs of one agent are ordered
-    (``nbagent.runtime.turns``): True when the agent keeps its memory on itself, False when it
-    keeps nothing between runs (then only a continued run waits, and ``ctx.kept_history`` /
-    ``ctx.keep_history`` carry the history from one run to the next).
-    """
-
-    name: str
-
-    @property
-    def model_name(self) -> str: ...
-
-    async def drive(self, task: str, ctx: RunContext, reset: bool = True, **options: Any) -> Any:
-        """Run ``task``, reporting through ``ctx``; ``options`` are the extra keywords given to
-        ``start`` (a source declares the ones it takes as keyword-only parameters)."""
-        ...
-
-
 _live_runs: set[Run] = set()
 _live_lock = threading.Lock()
 
 
-def _native(agent: Any) -> Source:
-    if not hasattr(agent, "drive"):
-        raise TypeError(
-            f"{type(agent).__name__} is not an nbagent source: use nbagent.start(agent, task), which "
-            "finds the adapter of a framework's agent, or pass source="
-        )
-    return agent
-
-
-class Run(RunGuards):
+class Run:
     """A handle on one run: stop it, watch it, wait for its record.
 
     ``interrupt``, ``done``, ``status`` and ``record`` may be used from any thread at any time.
@@ -114,7 +77,7 @@ class Run(RunGuards):
         approval_timeout_s: float | None = None,
     ) -> None:
         self.agent = agent
-        self.source = source if source is not None else _native(agent)
+        self.source = source if source is not None else native_source(agent)
         """What drives the run: the agent itself when native, else its framework's adapter
         (``nbagent.start`` picks it; the runtime knows no framework)."""
         task_text = getattr(self.source, "task_text", None)
@@ -165,8 +128,8 @@ class Run(RunGuards):
         self._failed_sinks: set[int] = set()
         self.sink_errors: list[str] = []
         """One line per sink that raised (each sink is reported once)."""
-        self._future: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
-        self._future.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
+        self.completion: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
+        self.completion.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
         self._final: RunRecord | None = None
         self._finish_lock = threading.Lock()
         self._started = False
@@ -193,7 +156,7 @@ class Run(RunGuards):
         return self.scope.interrupt(mode, reason=reason)
 
     def done(self) -> bool:
-        return self._future.done()
+        return self.completion.done()
 
     @property
     def status(self) -> str:
@@ -253,6 +216,53 @@ class Run(RunGuards):
         return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
 
     # -- the loop side ---------------------------------------------------------------------
+
+    # -- approvals and budgets (nbagent.guardrails) ------------------------------------------
+
+    @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls waiting for a decision now (``call_id``, ``tool``, ``arguments``). Any thread."""
+        return self.approvals.pending
+
+    def approve(self, call_id: str) -> bool:
+        """Let the pending call ``call_id`` run; True if it was pending and undecided. Any thread.
+        A ValueError for a LangGraph interrupt that asks for an answer, or whose review does not
+        allow approving."""
+        return self.approvals.approve(call_id)
+
+    def deny(self, call_id: str, reason: str | None = None) -> bool:
+        """Refuse the pending call ``call_id``: it does not run, and the model sees "the user
+        denied this call: <reason>"; True if it was pending and undecided. Any thread."""
+        return self.approvals.deny(call_id, reason)
+
+    def resume(self, value: Any, call_id: str | None = None) -> bool:
+        """Answer the pending LangGraph ``interrupt()`` ``call_id`` (the only one pending when
+        ``None``) with ``value``: the graph goes on with it, in this run. Any thread."""
+        return self.approvals.resume(value, call_id)
+
+    def edit(self, call_id: str | None, arguments: Any) -> bool:
+        """Approve the pending call ``call_id`` that a LangGraph interrupt reviews, with
+        ``arguments`` in place of the model's (an ``edit`` decision). Any thread."""
+        return self.approvals.edit(call_id, arguments)
+
+    def limits_used(self) -> dict[str, tuple[float, float]]:
+        """Each set limit as ``(used so far, limit)`` (estimates included while a reply streams)."""
+        if self._watcher is None or self.limits is None:
+            return {}
+        used = self._watcher.used()
+        return {name: (used.get(name, 0.0), limit) for name, limit in self.limits.set().items()}
+
+    def _keep_cut_usage(self, ctx: RunContext) -> None:
+        """A step cut by a limit keeps the tokens it streamed, as an estimate."""
+        live = self._recorder.live
+        if self._watcher is None or live is None or not live.steps or live.steps[-1].end_s is not None:
+            return
+        step = live.steps[-1].number
+        cut = self._watcher.cut_usage(step)
+        if cut is not None:
+            usage = ev.Usage(self.run_id, step, time.perf_counter(), cut[0], cut[1], "estimated")
+            self._recorder.apply(usage)
+            self._fan_out(usage)
 
     def _emit(self, event: ev.RunEvent) -> None:
         self._recorder.apply(event)
@@ -413,13 +423,13 @@ class Run(RunGuards):
         """Hand the final record out: history, the handle, every waiter. Exactly once."""
         with _live_lock:
             _live_runs.discard(self)
-        if self._future.done():
+        if self.completion.done():
             return
         final = self._final or self._recorder.snapshot()
         assert final is not None
         self._final = final
         history.add(final)
-        self._future.set_result(final)
+        self.completion.set_result(final)
 
     def _end_without_loop(self, reason: str) -> None:
         """End the run from another thread because its loop is gone: an ``"error"`` record."""

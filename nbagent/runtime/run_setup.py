@@ -70,7 +70,7 @@ def model_params(source: Any) -> dict[str, Any]:
 
 def cost_of(record: RunRecord) -> float | None:
     """The run's cost when it can be priced now, without an import or disk on the loop (else
-    ``None``: ``nbagent.cost.record_cost(record)`` prices it later); a pricing failure never
+    ``None``: ``nbagent.analytics.cost.record_cost(record)`` prices it later); a pricing failure never
     fails a run."""
     try:
         return cost.record_cost_if_ready(record)

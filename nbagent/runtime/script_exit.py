@@ -104,7 +104,7 @@ def _wait(runs: list[Run]) -> None:
     from nbagent.runtime.handle import live_runs
 
     while runs:
-        concurrent.futures.wait([run._future for run in runs], timeout=SLICE_S)
+        concurrent.futures.wait([run.completion for run in runs], timeout=SLICE_S)
         runs = _shown(live_runs())
 
 

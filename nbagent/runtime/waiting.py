@@ -35,7 +35,7 @@ cancel propagates (a second cancel propagates at once)."""
 class Waitable(Protocol):
     """What the waits need of a handle: a ``Run``, a ``Batch``."""
 
-    _future: concurrent.futures.Future[Any]
+    completion: concurrent.futures.Future[Any]
     keyboard_pressed: bool
     """Set by the SIGINT handler before it interrupts the handle."""
 
@@ -86,7 +86,7 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
             try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
                 try:
                     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    value = run._future.result(timeout=0.1 if remaining is None else min(0.1, remaining))
+                    value = run.completion.result(timeout=0.1 if remaining is None else min(0.1, remaining))
                     break
                 except concurrent.futures.TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
@@ -104,7 +104,7 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
 async def wait_async(run: Waitable, ends: WaitEnds | None = None) -> Any:
     """``await run`` / ``await batch``: wait on the caller's loop; a cancelled await interrupts."""
     ends = ends if ends is not None else run_ends(run)  # type: ignore[arg-type]
-    waiter = asyncio.wrap_future(run._future)
+    waiter = asyncio.wrap_future(run.completion)
     with sigint_stops(run) as keyboard:
         try:
             value = await asyncio.shield(waiter)

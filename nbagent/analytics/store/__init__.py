@@ -379,19 +379,19 @@ class RunStore:
         return found[0]
 
     def runs(self) -> pd.DataFrame:
-        """One row per stored run (``nbagent.frames.runs_frame``)."""
+        """One row per stored run (``nbagent.analytics.frames.runs_frame``)."""
         from nbagent.analytics.frames import runs_frame
 
         return runs_frame(self._read(None))
 
     def steps(self) -> pd.DataFrame:
-        """One row per stored step (``nbagent.frames.steps_frame``)."""
+        """One row per stored step (``nbagent.analytics.frames.steps_frame``)."""
         from nbagent.analytics.frames import steps_frame
 
         return steps_frame(self._read(None))
 
     def tool_calls(self) -> pd.DataFrame:
-        """One row per stored tool call (``nbagent.frames.tool_calls_frame``)."""
+        """One row per stored tool call (``nbagent.analytics.frames.tool_calls_frame``)."""
         from nbagent.analytics.frames import tool_calls_frame
 
         return tool_calls_frame(self._read(None))

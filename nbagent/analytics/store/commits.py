@@ -1,7 +1,7 @@
 """The store's writer thread: commit points of many runs, written in order, grouped into few
 transactions.
 
-Part of ``nbagent.store``. ``WriteQueue`` is one thread per store that exists only while there is
+Part of ``nbagent.analytics.store``. ``WriteQueue`` is one thread per store that exists only while there is
 work. Each run's sink (``nbagent.analytics.store.writer.RunWriter``) queues a ``RowsJob`` at each
 commit point; the thread builds the job's rows from the run's record when it takes it, so a row
 changed many times while the thread was busy is built and written once.

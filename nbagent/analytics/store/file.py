@@ -1,7 +1,7 @@
 """The store's file: opening it (writable or read-only), telling a store from other files, and
 waiting out a busy database.
 
-Part of ``nbagent.store`` (which holds the ``RunStore`` API); its errors are exported there.
+Part of ``nbagent.analytics.store`` (which holds the ``RunStore`` API); its errors are exported there.
 What a read-only open must get right, measured with SQLite 3.40 on Linux:
 
 - ``mode=ro`` reads a WAL database whose ``-wal`` and ``-shm`` files exist (even read-only ones,

@@ -1,6 +1,6 @@
 """Who writes a run: the identity of the writing process, and whether that writer is gone.
 
-Part of ``nbagent.store``. A run is written with the identity of the process writing it (host,
+Part of ``nbagent.analytics.store``. A run is written with the identity of the process writing it (host,
 pid and, on Linux, the process's boot id and start time, which tell a reused pid apart), so a
 reader can tell a run whose writer died (``"unfinished"``) from one still being written.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from nbagent.analytics.store.schema import Writer
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The boot id and start time of process ``pid`` (Linux), which tell a reused pid apart."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -35,11 +35,11 @@ def this_writer() -> Writer:
     global _identity
     pid = os.getpid()
     if _identity is None or _identity[0] != pid:
-        _identity = (pid, (socket.gethostname(), pid, _process_start(pid)))
+        _identity = (pid, (socket.gethostname(), pid, process_start(pid)))
     return _identity[1]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if sys.platform == "win32":
         import ctypes
 
@@ -62,8 +62,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_live_lock = threading.Lock()
-_live_run_ids: set[str] = set()
+live_lock = threading.Lock()
+live_run_ids: set[str] = set()
 """Runs this process is writing right now (across all stores)."""
 
 
@@ -73,14 +73,14 @@ def _writer_alive(host: str | None, pid: int | None, start: str | None) -> bool:
         return False  # written before writers were recorded (schema 1): nobody is writing it now
     if host != socket.gethostname():
         return True
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         return False
-    return start is None or _process_start(pid) in (None, start)
+    return start is None or process_start(pid) in (None, start)
 
 
 def writer_gone(run_id: str, writer: Writer) -> bool:
     """True when a run stored as running can no longer be finished by its writer."""
     if writer == this_writer():
-        with _live_lock:
-            return run_id not in _live_run_ids
+        with live_lock:
+            return run_id not in live_run_ids
     return not _writer_alive(*writer)

@@ -1,6 +1,6 @@
 """Leases: a name in a store that one process at a time may hold (a named batch, while it runs).
 
-Part of ``nbagent.store``. Two processes resuming one named batch on one store would both run
+Part of ``nbagent.analytics.store``. Two processes resuming one named batch on one store would both run
 every task; a lease row in the store lets only one of them. A lease is a row of the
 ``batch_leases`` table: the name, the holder (host, pid, when it took the lease), a token, and
 the time of its last heartbeat. The holder's ``Lease`` thread writes a heartbeat every
@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from nbagent.analytics.store.file import StoreError
-from nbagent.analytics.store.identity import _pid_alive, _process_start, this_writer
+from nbagent.analytics.store.identity import pid_alive, process_start, this_writer
 from nbagent.errors import NbagentError
 
 if TYPE_CHECKING:
@@ -90,9 +90,9 @@ class Holder:
         host, _, _ = this_writer()
         if self.host != host or self.pidns is None or self.pidns != pid_namespace():
             return False  # its pid cannot be checked from here
-        if not _pid_alive(self.pid):
+        if not pid_alive(self.pid):
             return True
-        return self.start is not None and _process_start(self.pid) not in (None, self.start)
+        return self.start is not None and process_start(self.pid) not in (None, self.start)
 
 
 def pid_namespace() -> str | None:

@@ -1,6 +1,6 @@
 """The run store's tables, and how records become rows and rows become records again.
 
-Part of ``nbagent.store`` (which holds the ``RunStore`` API); kept apart so each file reads in
+Part of ``nbagent.analytics.store`` (which holds the ``RunStore`` API); kept apart so each file reads in
 one sitting. Three rules shape it:
 
 - **A value never makes a write fail.** Tool arguments, results and outputs are untrusted: a

@@ -1,6 +1,6 @@
 """How a run gets into the store while it runs: its sink, the store's writer thread, and who writes.
 
-Part of ``nbagent.store`` (which holds the ``RunStore`` API and explains the design). The sink
+Part of ``nbagent.analytics.store`` (which holds the ``RunStore`` API and explains the design). The sink
 (``RunWriter``) runs on the runner's loop thread: it folds events with its own ``Recorder`` and
 notes what changed, so the loop never waits on the database. The rows are built and written in
 order by ``WriteQueue`` (``nbagent.analytics.store.commits``), one thread per store that exists
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from nbagent import events as ev
 from nbagent.analytics.store.commits import GROUP_LIMIT, Row, RowsJob, WriteQueue
-from nbagent.analytics.store.identity import _live_lock, _live_run_ids, this_writer, writer_gone
+from nbagent.analytics.store.identity import live_lock, live_run_ids, this_writer, writer_gone
 from nbagent.analytics.store.schema import (
     PUT_CALL,
     PUT_RUN,
@@ -114,8 +114,8 @@ class RunWriter:
             return
         if kind is ev.RunStarted:
             self._run_id = event.run_id
-            with _live_lock:
-                _live_run_ids.add(event.run_id)
+            with live_lock:
+                live_run_ids.add(event.run_id)
         if kind is ev.ToolCallFinished:
             return  # rides with the next commit point, which follows at once
         last = kind is ev.RunFinished
@@ -256,8 +256,8 @@ class RunWriter:
             self._behind = True
             self._store._run_behind(run_id, True, whole)
             if last:
-                with _live_lock:
-                    _live_run_ids.discard(run_id)
+                with live_lock:
+                    live_run_ids.discard(run_id)
             self._store._writes_queued(run_id, -1)
 
     def _written(self, last: bool) -> None:
@@ -268,8 +268,8 @@ class RunWriter:
             self._behind = False
             self._store._run_behind(run_id, False)
         if last:
-            with _live_lock:
-                _live_run_ids.discard(run_id)
+            with live_lock:
+                live_run_ids.discard(run_id)
         self._store._writes_queued(run_id, -1)
 
     def _find_step(self, number: int) -> StepRecord | None:
