@@ -16,9 +16,9 @@ from explore_store import build_store
 
 import nbagent
 from nbagent.analytics import history
+from nbagent.analytics.runs import RecordRuns, RunQuery
 from nbagent.analytics.store import RunStore
 from nbagent.explore import compare, compare_frame, find_record, html_document, show, to_html
-from nbagent.explore.query import RecordRuns, RunQuery, StoreRuns
 from nbagent.models import ScriptedModel, ToolCall
 from nbagent.view.html import record_html
 
@@ -216,7 +216,7 @@ QUERIES = [
 @pytest.mark.parametrize("query", QUERIES, ids=range(len(QUERIES)))
 def test_store_pages_in_sql_match_the_same_query_in_pandas(small_store, query):
     records = small_store.records()
-    in_sql = StoreRuns(small_store).page(query)
+    in_sql = small_store.page(query)
     in_pandas = RecordRuns(records).page(query)
     assert in_sql.total == in_pandas.total
     assert in_sql.rows["run_id"].tolist() == in_pandas.rows["run_id"].tolist()
@@ -235,10 +235,10 @@ def test_store_pages_filter_by_dates_and_count_pages(small_store):
     records = small_store.records()
     since = records[100].started_at
     until = records[200].started_at
-    page = StoreRuns(small_store).page(RunQuery(since=since, until=until, page_size=30))
+    page = small_store.page(RunQuery(since=since, until=until, page_size=30))
     assert page.total == 100 and page.pages == 4
     assert page.rows["run_id"].tolist()[0] == records[199].run_id  # newest first
-    assert StoreRuns(small_store).page(RunQuery(since=until + timedelta(days=999))).total == 0
+    assert small_store.page(RunQuery(since=until + timedelta(days=999))).total == 0
 
 
 def test_bad_queries_are_refused_clearly():
@@ -291,3 +291,23 @@ def test_compare_shows_no_definite_token_delta_when_a_runs_usage_is_incomplete()
     html = comparison._repr_html_()
     assert f"≥ {stopped.input_tokens}" in html and f"-{done.input_tokens - stopped.input_tokens}" not in html
     assert "their token and cost deltas are unknown" in html
+
+
+def test_history_a_store_and_a_list_of_records_answer_through_one_run_source(tmp_path) -> None:
+    """``nbagent.analytics.runs.RunSource``: the same page, menus, record, records and runs frame
+    from this process's history, from a RunStore (SQL) and from RecordRuns (pandas)."""
+    history.clear()
+    store = RunStore(tmp_path / "runs.db")
+    ran = [nbagent.run(nbagent.Agent(ScriptedModel([f"answer {i}"])), f"task {i}", display=False, store=store)
+           for i in range(3)]  # fmt: skip
+    store.flush(timeout=30)
+    query = RunQuery(text="TASK", sort="task", descending=False)
+    for source in (history, store, RecordRuns(ran)):
+        assert list(source.page(query).rows["task"]) == ["task 0", "task 1", "task 2"], source
+        assert source.choices()["status"] == ["success"]
+        assert source.record(ran[1].run_id).output == "answer 1"
+        assert sorted(r.run_id for r in source.records()) == sorted(r.run_id for r in ran)
+        assert len(source.runs()) == 3
+        with pytest.raises(KeyError):
+            source.record("no such run")
+    store.close()

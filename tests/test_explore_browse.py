@@ -95,9 +95,9 @@ def test_running_and_unfinished_filters_list_and_count_live_and_dead_runs_apart(
     from conftest import wait_until
 
     import nbagent
+    from nbagent.analytics.runs import RunQuery
     from nbagent.analytics.store import RunStore
     from nbagent.analytics.store.schema import put_whole_run
-    from nbagent.explore.query import RunQuery, StoreRuns
     from nbagent.models import ToolCall
 
     gate = threading.Event()
@@ -118,7 +118,7 @@ def test_running_and_unfinished_filters_list_and_count_live_and_dead_runs_apart(
         dead = [dataclasses.replace(live.record, run_id=f"dead{i}", task=f"died {i}") for i in range(3)]
         for record in dead:  # stored as running, by no writer: their writer is gone
             store._write(lambda conn, record=record: put_whole_run(conn, record, writer=None))
-        source = StoreRuns(store)
+        source = store
         unfinished = [source.page(RunQuery(status="unfinished", page_size=2, page=p)) for p in (0, 1)]
         assert [page.total for page in unfinished] == [3, 3]
         assert [len(page.rows) for page in unfinished] == [2, 1] and unfinished[0].pages == 2
@@ -178,7 +178,7 @@ def test_browse_in_a_real_kernel_filters_and_opens_the_picked_runs(big_store):
 
         # show() of a stored run in a kernel: the static run view, as HTML, nothing to click.
         shown = kernel.execute(
-            "from nbagent.explore import show\nshow(browser.selected[0], store=browser.source.store)"
+            "from nbagent.explore import show\nshow(browser.selected[0], store=browser.source)"
         )
         [data] = [r.content["data"] for r in shown.outputs if r.type == "display_data"]
         assert "nbagent-run" in data["text/html"] and "■ interrupted" in data["text/html"]

@@ -17,8 +17,8 @@ import pytest
 from conftest import fast_model
 
 import nbagent
+from nbagent.analytics.runs import RecordRuns, RunQuery
 from nbagent.analytics.store import RunStore
-from nbagent.explore.query import RecordRuns, RunQuery, StoreRuns
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ def test_case_insensitive_search_agrees_between_a_store_and_history(tmp_path):
     store = RunStore(tmp_path / "runs.db")
     records = [ran(task, store=store) for task in TASKS]
     store.flush(timeout=30)
-    in_store, in_history = StoreRuns(store), RecordRuns(records)
+    in_store, in_history = store, RecordRuns(records)
     for text, expected in SEARCHES.items():
         query = RunQuery(text=text, page_size=50)
         found_in_store = set(in_store.page(query).rows["task"])

@@ -20,14 +20,19 @@ from nbagent.records import RunRecord
 if _TYPE_CHECKING:
     import pandas as pd
 
+    from nbagent.analytics.runs import Page, RunQuery
+
 __all__ = [
     "add",
+    "choices",
     "clear",
     "dropped",
     "last",
+    "page",
     "plot_durations",
     "plot_timeline",
     "plot_tokens",
+    "record",
     "records",
     "runs",
     "steps",
@@ -93,6 +98,30 @@ def last() -> RunRecord:
         if not _records:
             raise LookupError("no run has finished in this process yet")
         return _records[-1]
+
+
+def record(run_id: str) -> RunRecord:
+    """This process's run ``run_id`` (the latest, if it ran more than once); ``KeyError`` if none."""
+    with _lock:
+        found = next((r for r in reversed(_records) if r.run_id == run_id), None)
+    if found is None:
+        raise KeyError(run_id)
+    return found
+
+
+def page(query: RunQuery) -> Page:
+    """One page of this process's runs, filtered and sorted with pandas (``nbagent.analytics.runs``:
+    the interface a ``RunStore`` shares)."""
+    from nbagent.analytics.runs import RecordRuns
+
+    return RecordRuns(records()).page(query)
+
+
+def choices() -> dict[str, list[str]]:
+    """The distinct statuses, agents and models of this process's runs (for filter menus)."""
+    from nbagent.analytics.runs import RecordRuns
+
+    return RecordRuns(records()).choices()
 
 
 def runs() -> pd.DataFrame:

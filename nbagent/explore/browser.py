@@ -3,8 +3,8 @@
 ``browse(store)`` (or ``browse()`` for the configured store, else this process's history) shows
 filter controls, one page of runs, and below them the picked run (its static view) or, with two
 picked, their comparison. The browser holds one page, never all runs: every change of a filter,
-the sort or the page asks ``nbagent.explore.query`` for the new page (SQL on a store), so fifty
-thousand stored runs answer as fast as fifty.
+the sort or the page asks its ``RunSource`` (``nbagent.analytics.runs``) for the new page (SQL
+on a store), so fifty thousand stored runs answer as fast as fifty.
 
 The page is an itables ``ITable`` (DataTables, with row selection, over anywidget) when itables
 and anywidget are installed, else an ipywidgets ``SelectMultiple`` with one line per run. Both

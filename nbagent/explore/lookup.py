@@ -20,15 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["find_record", "show"]
 
 
-def _from_history(run_id: str) -> RunRecord | None:
-    from nbagent.analytics import history
-
-    for record in reversed(history.records()):
-        if record.run_id == run_id:
-            return record
-    return None
-
-
 def find_record(run: Any, store: RunStore | None = None) -> RunRecord:
     """The ``RunRecord`` that ``run`` names: a record itself, a ``Run`` handle (its record so
     far), or a run id looked up in history, then in ``store`` (default: the configured store).
@@ -43,15 +34,15 @@ def find_record(run: Any, store: RunStore | None = None) -> RunRecord:
         return run.record
     if not isinstance(run, str):
         raise TypeError(f"show a RunRecord, a Run or a run id (str), not {type(run).__name__}")
-    found = _from_history(run)
-    if found is not None:
-        return found
+    from nbagent.analytics import history
     from nbagent.config import settings
 
     store = store if store is not None else settings.store
-    if store is not None:
+    for source in (history, store):  # both are a RunSource (nbagent.analytics.runs)
+        if source is None:
+            continue
         try:
-            return store.record(run)
+            return source.record(run)
         except KeyError:
             pass
     where = "this process's history" + (f" or {store!r}" if store is not None else "")

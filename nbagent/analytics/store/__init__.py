@@ -88,6 +88,8 @@ from nbagent.records import RunRecord
 if TYPE_CHECKING:
     import pandas as pd
 
+    from nbagent.analytics.runs import Page, RunQuery
+
 __all__ = [
     "SCHEMA_VERSION",
     "UNFINISHED_ERROR",
@@ -377,6 +379,19 @@ class RunStore:
         if not found:
             raise KeyError(run_id)
         return found[0]
+
+    def page(self, query: RunQuery) -> Page:
+        """One page of the stored runs ``query`` selects, filtered, sorted and paged in SQL on a
+        read-only connection (``nbagent.analytics.runs``: the interface history shares)."""
+        from nbagent.analytics.store.pages import StorePages
+
+        return StorePages(self.path).page(query)
+
+    def choices(self) -> dict[str, list[str]]:
+        """The distinct statuses, agents and models stored (for filter menus)."""
+        from nbagent.analytics.store.pages import StorePages
+
+        return StorePages(self.path).choices()
 
     def runs(self) -> pd.DataFrame:
         """One row per stored run (``nbagent.analytics.frames.runs_frame``)."""
