@@ -20,7 +20,8 @@ factory), and once the run is stopped:
   received no cancel since the last sweep: it had a whole interval to end and did not.
 
 Run tasks themselves (``mark_run_task``) are never cancelled a second time: their cleanup writes
-the run's record. The sweeps end with the run's task.
+the run's record. The sweeps end with the run's task. Both rules read ``Task.cancelling()``
+(Python 3.11+); on Python 3.10 nothing is delivered again.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class TaskTree:
             self._stopped_at is not None
             and creator is not None
             and creator not in _run_tasks
-            and creator.cancelling()
+            and _cancels(creator)
             and task.get_loop().time() - self._stopped_at >= REDELIVER_S
         ):
             task.cancel()
@@ -76,7 +77,7 @@ class TaskTree:
         if run_task.done():
             return
         for task in list(self._tasks):
-            cancels = task.cancelling()
+            cancels = _cancels(task)
             if task.done() or not cancels or task in _run_tasks or _awaits_a_task(task):
                 continue
             if self._seen.get(task) == cancels:  # an interval without ending or a new cancel
@@ -85,6 +86,13 @@ class TaskTree:
             self._seen[task] = cancels
         delay = REDELIVER_S if count < SLOW_AFTER else SLOW_S
         run_task.get_loop().call_later(delay, self._sweep, run_task, count + 1)
+
+
+def _cancels(task: asyncio.Task[Any]) -> int:
+    """The cancels requested of ``task`` and not taken back (``Task.cancelling``, Python 3.11+; on
+    3.10, where a task cannot say, 0: nothing is delivered again there)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() if cancelling is not None else 0
 
 
 def _awaits_a_task(task: asyncio.Task[Any]) -> bool:
