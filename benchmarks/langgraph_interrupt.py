@@ -142,7 +142,6 @@ def _ten_seconds(tokens_per_s: float) -> str:
 
 
 def _http_graph(server: Any) -> Any:
-    # its own HTTP client: LangChain's shared default one stays bound to the loop it first ran on
     import httpx
     from langchain.agents import create_agent
     from langchain_openai import ChatOpenAI
@@ -150,7 +149,7 @@ def _http_graph(server: Any) -> Any:
 
     model = ChatOpenAI(
         model="gpt-test", base_url=server.base_url, api_key="sk-test", stream_usage=True,
-        http_async_client=httpx.AsyncClient(),
+        http_async_client=httpx.AsyncClient(),  # LangChain's shared one stays on its first loop
     )  # fmt: skip
     return create_agent(model, tools=[], checkpointer=InMemorySaver())
 

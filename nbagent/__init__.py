@@ -57,6 +57,7 @@ from nbagent.errors import (
     ToolError,
 )
 from nbagent.guardrails import Limits
+from nbagent.lazy import lazy_attributes
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.runtime.cancel import check_interrupt
 from nbagent.runtime.handle import Run
@@ -79,9 +80,8 @@ _LAZY = {
     "browse": "explore.browser",
     "compare": "explore.comparison",
 }
-_SUBMODULES = {
-    name: name for name in ("adapters", "analytics", "batches", "explore", "guardrails", "models", "otel")
-}
+_SUBMODULES = ("adapters", "analytics", "batches", "explore", "guardrails", "models", "otel")
+_served = lazy_attributes(__name__, _LAZY, submodules=_SUBMODULES)
 _MOVED = {
     # name at the root: (its home, True for a module). Still served, with a DeprecationWarning.
     "ApprovalCall": ("nbagent.guardrails", False),
@@ -106,12 +106,6 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
     if name in _MOVED:
         home, is_module = _MOVED[name]
         warnings.warn(
@@ -123,7 +117,9 @@ def __getattr__(name: str) -> Any:
         if is_module:
             return importlib.import_module(f"{home}.{name}")
         return getattr(importlib.import_module(home), name)
-    raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
+    value = _served(name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -107,7 +107,8 @@ def start(
     while a cell awaits, not while a cell blocks (``run.wait()``, ``nbagent.run``).
 
     Args:
-        agent: an ``nbagent.Agent`` or a smolagents agent.
+        agent: an ``nbagent.Agent``, or an agent of smolagents, pydantic-ai, the OpenAI Agents SDK
+            or LangGraph (a compiled graph).
         task: what to do.
         reset: False continues the agent's memory (after an interrupt, say); the record's
             ``continues_run_id`` names the run it continues.

@@ -49,14 +49,21 @@ def _every_call_answered(messages: list[Any]) -> bool:
     return not waiting
 
 
-def test_a_new_message_after_a_stop_mid_tool_answers_the_cut_call_as_interrupted() -> None:
+def _stopped_mid_tool(thread: str) -> tuple[ScriptedChatModel, Any, int, nbagent.RunRecord]:
+    """A react agent stopped while its ``hang`` tool runs: its model, graph, the ``STARTED``
+    count before the run, and the run's record."""
     model = ScriptedChatModel(replies=[reply("", [("hang", {"seconds": 30})]), reply("after")])
     graph = create_agent(model, tools=[hang], checkpointer=InMemorySaver())
     started = len(STARTED)
-    run = nbagent.start(graph, "wait", display=False, config=_config("cut"))
+    run = nbagent.start(graph, "wait", display=False, config=_config(thread))
     wait_until(lambda: len(STARTED) > started, timeout=20)
     run.interrupt("now")
-    [call] = run.wait(timeout=20).steps[0].tool_calls
+    return model, graph, started, run.wait(timeout=20)
+
+
+def test_a_new_message_after_a_stop_mid_tool_answers_the_cut_call_as_interrupted() -> None:
+    model, graph, _, record = _stopped_mid_tool("cut")
+    [call] = record.steps[0].tool_calls
     assert (call.status, call.error) == ("cancelled", "interrupted")
     again = nbagent.run(graph, "go on", display=False, reset=False, config=_config("cut"))
     assert again.status == "success" and again.output == "after", again.error
@@ -68,13 +75,7 @@ def test_a_new_message_after_a_stop_mid_tool_answers_the_cut_call_as_interrupted
 
 
 def test_none_after_a_stop_mid_tool_runs_the_cut_tool_again() -> None:
-    model = ScriptedChatModel(replies=[reply("", [("hang", {"seconds": 30})]), reply("after")])
-    graph = create_agent(model, tools=[hang], checkpointer=InMemorySaver())
-    started = len(STARTED)
-    run = nbagent.start(graph, "wait", display=False, config=_config("rerun"))
-    wait_until(lambda: len(STARTED) > started, timeout=20)
-    run.interrupt("now")
-    run.wait(timeout=20)
+    _, graph, started, _ = _stopped_mid_tool("rerun")
     again = nbagent.start(graph, None, display=False, reset=False, config=_config("rerun"))
     wait_until(lambda: len(STARTED) > started + 1, timeout=20)  # LangGraph's resume: the tool again
     again.interrupt("now")

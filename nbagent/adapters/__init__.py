@@ -13,6 +13,8 @@ import importlib
 import sys
 from typing import Any
 
+from nbagent.lazy import lazy_attributes
+
 
 def source_for(agent: Any) -> Any | None:
     """The adapter (a ``Source``) that runs ``agent``, or None if no adapter knows its type.
@@ -83,8 +85,5 @@ _RECORDS_FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``records_from_<framework>``: read runs made without nbagent (imports that adapter only)."""
-    if name in _RECORDS_FROM:
-        return getattr(importlib.import_module(f"{__name__}.{_RECORDS_FROM[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _RECORDS_FROM)
+"""``records_from_<framework>``: read runs made without nbagent (imports that adapter only)."""

@@ -6,8 +6,9 @@ Importing this package is cheap: pandas loads with ``frames``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nbagent.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from nbagent.analytics.frames import runs_frame, steps_frame, tool_calls_frame
@@ -26,9 +27,5 @@ _WHERE = {
 _SUBMODULES = ("analysis", "cost", "frames", "history", "plots", "store")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:  # pandas loads with the frames, not with this package
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# pandas loads with the frames, not with this package
+__getattr__ = lazy_attributes(__name__, _WHERE, submodules=_SUBMODULES)

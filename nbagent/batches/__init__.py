@@ -34,6 +34,7 @@ from nbagent.batches.state import (
     check_timeout,
 )
 from nbagent.batches.tasks import TaskItem, task_items
+from nbagent.lazy import lazy_attributes
 from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
@@ -152,9 +153,5 @@ def run_batch(make_agent: Callable[..., Any], tasks: Any, **options: Any) -> pd.
     return batch(make_agent, tasks, **options).wait()
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RayBackend":  # imports nothing of Ray until a backend is built
-        from nbagent.batches.ray import RayBackend
-
-        return RayBackend
-    raise AttributeError(f"module 'nbagent.batches' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"RayBackend": "ray"})
+"""``RayBackend`` imports nothing of Ray until a backend is built."""

@@ -11,8 +11,7 @@ Each lives in its own module and loads its dependencies (pandas, ipywidgets, ita
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nbagent.lazy import lazy_attributes
 
 __all__ = ["browse", "compare", "compare_frame", "find_record", "html_document", "show", "to_html"]
 
@@ -27,10 +26,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:

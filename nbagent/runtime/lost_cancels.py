@@ -52,9 +52,6 @@ class TaskTree:
         self._seen: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
         self._stopped_at: float | None = None
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def add(self, task: asyncio.Task[Any], creator: asyncio.Task[Any] | None) -> None:
         """Note ``task``; cancel it at once if a task told to stop is still starting work."""
         self._tasks.add(task)
