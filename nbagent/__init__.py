@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.agent import Agent
 from nbagent.analytics import history
-from nbagent.api import arun, interrupt_all, run, start
+from nbagent.api import arun, configure, interrupt_all, run, start
 from nbagent.batches import Batch, batch, run_batch
-from nbagent.config import configure
 from nbagent.demo import demo_agent
 from nbagent.errors import (
     AgentError,

@@ -1,5 +1,6 @@
-"""The public calls (``start``, ``run``, ``arun``, ``interrupt_all``): the thin layer on top that
-composes the runtime, the views, the store and the adapters, as httpx's ``_api`` sits on its client.
+"""The public calls (``start``, ``run``, ``arun``, ``interrupt_all``, ``configure``): the thin
+layer on top that composes the runtime, the views, the store and the adapters, as httpx's ``_api``
+sits on its client.
 
 Every run is a task on one private event loop on a daemon thread (``nbagent.runtime``). Nothing is
 patched: the user's loop (Jupyter's, or none in a script) only ever waits on a
@@ -15,12 +16,13 @@ The runtime below knows none of them: it talks to sinks through the sink interfa
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import Any
 
 from nbagent import records
 from nbagent.adapters import as_source
-from nbagent.config import settings
+from nbagent.config import UNCHANGED, Settings, settings
 from nbagent.guardrails.approvals import ApprovalPolicy
 from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
@@ -203,4 +205,69 @@ def interrupt_all(mode: InterruptMode = "now") -> int:
     return sum(r.interrupt(mode) for r in live_runs())
 
 
-__all__ = ["arun", "interrupt_all", "run", "start"]
+def configure(
+    *,
+    store: Any = UNCHANGED,
+    display: bool | None = UNCHANGED,
+    quiet_smolagents: bool = UNCHANGED,
+    history_limit: int | None = UNCHANGED,
+    limits: Any = UNCHANGED,
+    approval_timeout_s: float | None = UNCHANGED,
+) -> Settings:
+    """Set process-wide defaults; returns the settings. Only the options you pass change.
+
+    Args:
+        store: a ``RunStore``, or a path to one (``"runs.db"``, a ``Path``, ``"~/runs.db"``),
+            every run is persisted to (None: no store); another type is a ``TypeError``.
+        display: False to show no view; None/True: widgets in Jupyter, text elsewhere.
+        quiet_smolagents: silence smolagents' own console output while nbagent shows the run.
+        history_limit: how many finished runs ``nbagent.history`` keeps in memory (default
+            1000; None keeps every run). Older runs are dropped from memory, not from a store.
+        limits: ``nbagent.Limits`` for every run (None: no limits); ``start(limits=)`` overrides.
+        approval_timeout_s: seconds before an undecided approval is denied (None: no end).
+    """
+    if store is not UNCHANGED and store is not None:  # first: a bad store changes nothing
+        from nbagent.analytics.store import open_store  # a path becomes its store, now
+
+        store = open_store(store)
+    if limits is not UNCHANGED:
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be nbagent.Limits(...) or None, not {type(limits).__name__}")
+        settings.limits = limits
+    if approval_timeout_s is not UNCHANGED:
+        if approval_timeout_s is not None and (
+            isinstance(approval_timeout_s, bool)
+            or not isinstance(approval_timeout_s, (int, float))
+            or not approval_timeout_s > 0
+        ):
+            raise ValueError(
+                f"approval_timeout_s must be a positive number or None, not {approval_timeout_s!r}"
+            )
+        settings.approval_timeout_s = approval_timeout_s
+    if store is not UNCHANGED:
+        settings.store = store
+    if display is not UNCHANGED:
+        settings.display = display
+    if quiet_smolagents is not UNCHANGED:
+        settings.quiet_smolagents = quiet_smolagents
+    if history_limit is not UNCHANGED:
+        if history_limit is not None:
+            try:
+                if isinstance(history_limit, bool):
+                    raise TypeError
+                history_limit = operator.index(history_limit)
+            except TypeError:
+                raise ValueError(f"history_limit must be an int or None, not {history_limit!r}") from None
+            if history_limit < 1:
+                raise ValueError(
+                    f"history_limit must be at least 1 (nbagent.history.last() returns the latest run), "
+                    f"not {history_limit}"
+                )
+        settings.history_limit = history_limit
+        from nbagent.analytics.history import trim
+
+        trim()
+    return settings
+
+
+__all__ = ["arun", "configure", "interrupt_all", "run", "start"]

@@ -1,25 +1,22 @@
-"""Run records: the complete account of a run, in every end state, and the recorder that builds it.
+"""Run records: the complete account of a run, in every end state (``RunRecord``, its
+``StepRecord``s and their ``ToolCallRecord``s).
 
-The ``Recorder`` folds the event stream into a ``RunRecord``. It is the single place that decides
-what a run looked like, so the live view, the store and the frames all agree. It closes whatever a
-source left open when the run ends: a step cut by an interrupt is kept with ``interrupted=True``
-and unknown usage, a tool call still in flight becomes ``"cancelled"``. Unknown token counts stay
-``None``; totals add the known counts only and ``usage_complete`` says whether that is all of them.
+``nbagent.recorder.Recorder`` builds them from a run's events. Unknown token counts stay ``None``;
+totals add the known counts only and ``usage_complete`` says whether that is all of them.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from nbagent import events as ev
 from nbagent.errors import ERROR_TYPES, AgentError
-from nbagent.text import clean, clean_value, safe_text, shorten
+from nbagent.text import shorten
 
 
 @dataclass
@@ -232,231 +229,3 @@ class Renderers:
 
 
 renderers = Renderers()
-
-
-_SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
-
-
-def _clean(text: str | None) -> str | None:
-    return None if text is None else safe_text(text)
-
-
-def _count(value: Any) -> int | None:
-    """A token count as a non-negative int, or ``None`` (unknown) for anything else: a source's
-    bad count must never reach a frame or a view as a negative or fractional number."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-        return None
-    return int(value)
-
-
-def _add_known(total: int | None, part: int | None) -> int | None:
-    if part is None:
-        return total
-    return part if total is None else total + part
-
-
-class Recorder:
-    """Folds the events of one run into a ``RunRecord``.
-
-    ``apply`` runs on the runner's loop thread; ``snapshot`` may be called from any thread and
-    returns an independent copy, so a caller never sees a half-applied event.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._record: RunRecord | None = None
-        self._t0 = 0.0
-        self._steps: dict[int, StepRecord] = {}
-        self._text: dict[int, list[str]] = {}
-        self._calls: dict[str, ToolCallRecord] = {}
-        self._usage_seen: set[int] = set()
-
-    def _at(self, t: float) -> tuple[datetime, float]:
-        offset = t - self._t0
-        assert self._record is not None
-        return self._record.started_at + timedelta(seconds=offset), offset
-
-    def apply(self, event: ev.RunEvent) -> None:
-        with self._lock:
-            kind = type(event)
-            if kind is ev.TextDelta:
-                self._text.setdefault(event.step, []).append(clean(event.text))  # type: ignore[attr-defined]
-            elif kind is ev.RunStarted:
-                self._start(event)  # type: ignore[arg-type]
-            elif kind is ev.StepStarted:
-                self._step_started(event)  # type: ignore[arg-type]
-            elif kind is ev.ToolCallStarted:
-                self._call_started(event)  # type: ignore[arg-type]
-            elif kind is ev.ToolCallFinished:
-                self._call_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.Usage:
-                self._usage(event)  # type: ignore[arg-type]
-            elif kind is ev.ModelCallEnded:
-                step = self._steps.get(event.step)
-                if step is not None:
-                    step.model_ended_at = self._at(event.t)[0]
-            elif kind is ev.ApprovalRequested:
-                self._approval_requested(event)  # type: ignore[arg-type]
-            elif kind is ev.ApprovalDecided:
-                self._approval_decided(event)  # type: ignore[arg-type]
-            elif kind is ev.Retrying:
-                step = self._steps.get(event.step)
-                if step is not None:
-                    step.retries += 1
-            elif kind is ev.StepFinished:
-                self._step_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.RunFinished:
-                self._run_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.RunQueued:
-                assert self._record is not None
-                self._record.queued_after = event.after_run_id  # type: ignore[attr-defined]
-            elif kind is ev.RunDequeued:
-                self._dequeued(event.t)
-
-    def _start(self, e: ev.RunStarted) -> None:
-        self._t0 = e.t
-        self._record = RunRecord(
-            run_id=e.run_id,
-            task=clean(e.task),
-            agent=safe_text(e.agent),
-            model=safe_text(e.model),
-            started_at=e.started_at,
-            parent_run_id=e.parent_run_id,
-            continues_run_id=e.continues_run_id,
-            tags=[clean(t) for t in e.tags],
-            metadata=clean_value(dict(e.metadata)),
-            model_params=clean_value(dict(e.model_params)),
-        )
-
-    def _dequeued(self, t: float) -> None:
-        """The run really starts: its clock (and ``started_at``) move to now."""
-        record = self._record
-        assert record is not None
-        waited = max(0.0, t - self._t0)
-        record.queued_s += waited
-        record.queued_after = None
-        record.started_at += timedelta(seconds=waited)
-        self._t0 = t
-
-    def _step_started(self, e: ev.StepStarted) -> None:
-        at, offset = self._at(e.t)
-        step = StepRecord(number=e.step, kind=e.kind, started_at=at, start_s=offset)
-        self._steps[e.step] = step
-        self._text[e.step] = []
-        assert self._record is not None
-        self._record.steps.append(step)
-
-    def _approval_requested(self, e: ev.ApprovalRequested) -> None:
-        call = self._calls.get(e.call_id)
-        if call is not None and call.status is None:
-            call.approval = "pending"
-
-    def _approval_decided(self, e: ev.ApprovalDecided) -> None:
-        call = self._calls.get(e.call_id)
-        if call is None or call.approval != "pending":
-            return
-        call.approval, call.approval_wait_s = e.decision, max(0.0, e.wait_s)
-        if e.decision == "approved":  # the call's own time starts now, after the person's
-            call.started_at, call.start_s = self._at(e.t)
-
-    def _call_started(self, e: ev.ToolCallStarted) -> None:
-        at, offset = self._at(e.t)
-        call = ToolCallRecord(
-            call_id=e.call_id,
-            tool=clean(e.tool),
-            arguments=clean_value(e.arguments),
-            started_at=at,
-            start_s=offset,
-        )
-        self._calls[e.call_id] = call
-        self._steps[e.step].tool_calls.append(call)
-
-    def _call_finished(self, e: ev.ToolCallFinished) -> None:
-        call = self._calls.get(e.call_id)
-        if call is None or call.status is not None:
-            return
-        call.ended_at, call.end_s = self._at(e.t)
-        call.status, call.result, call.error = e.status, clean_value(e.result), _clean(e.error)
-
-    def _usage(self, e: ev.Usage) -> None:
-        step = self._steps.get(e.step)
-        if step is None:
-            return
-        # Several model calls in one step add up their known counts; the step's source is the
-        # weakest of its parts, so one call of unknown usage marks the step's sum as partial.
-        first = e.step not in self._usage_seen
-        self._usage_seen.add(e.step)
-        tokens_in, tokens_out = _count(e.input_tokens), _count(e.output_tokens)
-        step.input_tokens = _add_known(step.input_tokens, tokens_in)
-        step.output_tokens = _add_known(step.output_tokens, tokens_out)
-        unknown_part = tokens_in is None or tokens_out is None
-        source: ev.UsageSource = "unknown" if unknown_part else e.source
-        if first or _SOURCE_RANK[source] < _SOURCE_RANK[step.usage_source]:
-            step.usage_source = source
-
-    def _close_step(self, step: StepRecord, t: float) -> None:
-        step.ended_at, step.end_s = self._at(t)
-        pieces = self._text.get(step.number)
-        if pieces and not step.model_output:
-            step.model_output = "".join(pieces)
-
-    def _step_finished(self, e: ev.StepFinished) -> None:
-        step = self._steps.get(e.step)
-        if step is None or step.end_s is not None:
-            return
-        self._close_step(step, e.t)
-        if e.model_output is not None:
-            step.model_output = safe_text(e.model_output)
-        if e.kind is not None:
-            step.kind = e.kind
-        step.error = _clean(e.error)
-        step.interrupted = e.interrupted
-
-    def _run_finished(self, e: ev.RunFinished) -> None:
-        record = self._record
-        assert record is not None
-        for call in self._calls.values():
-            if call.status is None:
-                call.ended_at, call.end_s = self._at(e.t)
-                call.status = "cancelled"
-            if call.approval == "pending":  # the run ended while it waited: it never ran
-                call.approval_wait_s = max(0.0, call.end_s - call.start_s) if call.end_s is not None else None
-                call.approval = None
-        for step in record.steps:
-            if step.end_s is None:
-                self._close_step(step, e.t)
-                step.interrupted = e.status in ("interrupted", "limit")
-                if e.status == "error":
-                    step.error = _clean(e.error)
-        if record.queued_after is not None:  # ended while still waiting for its turn
-            self._dequeued(e.t)
-        record.ended_at, record.duration_s = self._at(e.t)
-        record.status, record.output, record.error = e.status, clean_value(e.output), _clean(e.error)
-        record.error_type, record.cost_usd = e.error_type, e.cost_usd
-        record.stop_reason, record.queued_after = e.stop_reason, None
-        if e.messages is not None:
-            record.messages = clean_value(list(e.messages))
-
-    @property
-    def live(self) -> RunRecord | None:
-        """The record being built, not a copy: for sinks on the loop thread, between events."""
-        return self._record
-
-    def snapshot(self) -> RunRecord | None:
-        """An independent copy of the record as it stands now (``None`` before the run started)."""
-        with self._lock:
-            record = self._record
-            if record is None:
-                return None
-            steps = []
-            for step in record.steps:
-                copy = replace(step, tool_calls=[replace(c) for c in step.tool_calls])
-                if copy.end_s is None:
-                    copy.model_output = "".join(self._text.get(step.number, ()))
-                steps.append(copy)
-            return replace(record, steps=steps)
-
-    def live_text(self, step: int) -> str:
-        """The text streamed so far in ``step``."""
-        with self._lock:
-            return "".join(self._text.get(step, ()))

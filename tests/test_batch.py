@@ -16,6 +16,7 @@ from conftest import add, fast_model, wait_until
 
 import nbagent
 from nbagent.batches import BatchStoppedByKeyboard, batch, run_batch
+from nbagent.batches.state import deadline_limits
 from nbagent.models import ScriptedModel, ToolCall
 from nbagent.models.base import Model, ModelText, ModelUsage
 
@@ -59,19 +60,19 @@ def test_every_task_ends_with_a_record_in_its_end_state_and_keeps_its_row():
         agent_for,
         tasks,
         concurrency=3,
-        timeout_s=0.5,
+        limits=nbagent.Limits(max_seconds=0.5),
         score=lambda record, row: record.status == "success" and row["kind"] == "success",
     )
     frame = handle.wait(timeout=60)
     assert frame["task_key"].tolist() == [f"t{i}" for i in range(len(kinds))]
     assert frame["kind"].tolist() == kinds  # the task's own columns travel with it
-    assert frame["status"].tolist() == ["success", "error", "max_steps", "interrupted", "error", "success"]
+    assert frame["status"].tolist() == ["success", "error", "max_steps", "limit", "error", "success"]
     slow = frame.iloc[3]
-    assert slow["stop_reason"] == "timeout" and pd.isna(slow["error"])
+    assert slow["stop_reason"] == "max_seconds" and "max_seconds reached" in slow["error"]
     failed = frame.iloc[4]
     assert "the agent factory failed" in failed["error"] and "no agent for 'factory_fails'" in failed["error"]
     assert failed["n_steps"] == 0 and failed["error_type"] == "ValueError"
-    # the run cut by the timeout did not finish: its score is NA, not False (the scorer is not asked)
+    # the run cut by its time limit did not finish: its score is NA, not False (the scorer is not asked)
     assert [None if pd.isna(v) else v for v in frame["score"]] == [True, False, False, None, False, True]
     assert frame["run_id"].notna().all() and frame["run_id"].is_unique
     assert handle.status == "done"
@@ -243,6 +244,18 @@ def test_a_batch_of_smolagents_agents():
 def test_bad_input_is_refused_before_anything_runs(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_the_deprecated_timeout_s_is_a_deadline_of_the_runs_limits():
+    own = nbagent.Limits(max_seconds=30, max_tool_calls=3)
+    with pytest.warns(DeprecationWarning, match=r"pass limits=nbagent.Limits\(max_seconds=...\)"):
+        handle = batch(lambda: slow_agent(words=5000, tokens_per_s=200), ["slow"], timeout_s=0.3, limits=own)
+    row = handle.wait(timeout=60).iloc[0]
+    assert (row["status"], row["stop_reason"]) == ("limit", "max_seconds")
+    # the deadline tightens the run's own limits and keeps the rest of them
+    assert handle.run_of(0).limits == nbagent.Limits(max_seconds=0.3, max_tool_calls=3)
+    assert deadline_limits(nbagent.Limits(max_seconds=0.1), 5) == nbagent.Limits(max_seconds=0.1)
+    assert deadline_limits(None, 5) == nbagent.Limits(max_seconds=5)
 
 
 def test_an_empty_batch_is_done_at_once():

@@ -46,9 +46,9 @@ tool_calls = st.lists(
     min_size=1,
     max_size=3,
 )
-turns = st.lists(
-    st.builds(Reply, st.text("ab ", max_size=30), tool_calls), max_size=4
-).flatmap(lambda steps: st.just([*steps, "final answer"]))
+turns = st.lists(st.builds(Reply, st.text("ab ", max_size=30), tool_calls), max_size=4).flatmap(
+    lambda steps: st.just([*steps, "final answer"])
+)
 
 
 def loop_tasks() -> int:

@@ -23,6 +23,7 @@ LOW = [
     "runtime",
     "events.py",
     "records.py",
+    "recorder.py",
     "context.py",
     "errors.py",
     "text.py",
@@ -31,6 +32,7 @@ LOW = [
     "models",
     "guardrails",
     "analytics",
+    "config.py",
 ]
 """Modules (files or folders) below the sinks and sources that compose them."""
 
@@ -71,9 +73,9 @@ def imported_modules(path: Path, package: str | None = None) -> list[tuple[str, 
     return found
 
 
-def low_files() -> list[Path]:
+def low_files(entries: list[str] = LOW) -> list[Path]:
     files = []
-    for entry in LOW:
+    for entry in entries:
         path = PACKAGE / entry
         files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
     return files
@@ -87,6 +89,43 @@ def test_no_low_module_imports_a_higher_layer():
         if name.startswith(HIGH)
     ]
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+RUN_SIDE = [e for e in LOW if e not in ("analytics", "config.py")]
+"""What runs a run: the runtime, the guardrails, the native agent and the data they carry."""
+WRITTEN_BY_RUNS = ("nbagent.analytics.cost", "nbagent.analytics.history")
+"""The analytics modules a run writes into as it ends (its price, this process's history): the
+only ones the run side may import. The frames, plots and run sources on top read records only."""
+
+
+def test_the_run_side_imports_no_analytics_but_the_two_it_writes_into():
+    sideways = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for entry in RUN_SIDE
+        for path in (
+            sorted((PACKAGE / entry).rglob("*.py")) if (PACKAGE / entry).is_dir() else [PACKAGE / entry]
+        )
+        for name, line in imported_modules(path)
+        if name.startswith("nbagent.analytics")
+        and not name.startswith(WRITTEN_BY_RUNS)
+        and name != "nbagent.analytics"  # ``from nbagent.analytics import cost``: its names are checked
+    ]
+    assert not sideways, "\n".join(sideways)
+    for name in WRITTEN_BY_RUNS:  # and those two know nothing of the run side or the views
+        path = PACKAGE.parent / (name.replace(".", "/") + ".py")
+        above = [
+            m
+            for m, _ in imported_modules(path)
+            if m.startswith(("nbagent.runtime", "nbagent.guardrails", *HIGH))
+        ]
+        assert not above, f"{name} imports {above}"
+
+
+def test_the_settings_module_is_a_leaf():
+    """``nbagent.config`` holds the process's defaults that every layer reads; ``configure``, which
+    checks them (and opens a store), is in the public layer."""
+    inner = [name for name, _ in imported_modules(PACKAGE / "config.py") if name.startswith("nbagent")]
+    assert inner == []
 
 
 def test_the_check_sees_a_function_local_import(tmp_path):
@@ -112,6 +151,7 @@ print(sorted(name for name in sys.modules if name.startswith({high!r})))
         "nbagent.runtime.handle",
         "nbagent.runtime.waiting",
         "nbagent.records",
+        "nbagent.recorder",
         "nbagent.events",
         "nbagent.agent",
     ],

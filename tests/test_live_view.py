@@ -20,6 +20,7 @@ from nbagent.models import Reply, ScriptedModel, ToolCall
 from nbagent.records import StepRecord
 from nbagent.runtime.handle import Run
 from nbagent.view import display
+from nbagent.view import format as htmlformat
 from nbagent.view import html as htmlview
 from nbagent.view.live import WIDGET_MIMETYPE, LiveView
 
@@ -183,7 +184,7 @@ def test_cost_is_shown_once_known() -> None:
 def test_unknown_tokens_show_as_unknown_never_zero() -> None:
     step = StepRecord(1, "action", datetime.now(timezone.utc), 0.0, end_s=1.0, input_tokens=None)
     assert "tokens unknown" in html_text(htmlview.step_html(step))
-    assert htmlview.tokens(120, None) == "120 in / ? out"
+    assert htmlformat.tokens(120, None) == "120 in / ? out"
 
 
 @settings(max_examples=300, deadline=None)
@@ -195,7 +196,7 @@ def test_any_model_or_tool_text_renders_as_inert_escaped_text(text, tool, argume
     fragment = htmlview.step_html(step)
     assert html_problems(fragment) == []
     shown = html_text(fragment)
-    if len(text) <= htmlview.TEXT_HEAD + htmlview.TEXT_TAIL:
+    if len(text) <= htmlformat.TEXT_HEAD + htmlformat.TEXT_TAIL:
         assert text.replace("\r", "\n") in shown.replace("\r", "\n")
 
 

@@ -19,6 +19,7 @@ from test_live_view import watched as watched  # the fixture that records every 
 
 import nbagent
 from nbagent.models import Reply, ToolCall
+from nbagent.view import format as htmlformat
 from nbagent.view import html as htmlview
 from nbagent.view.guards import ApprovalRow, meters_html
 
@@ -86,8 +87,8 @@ def test_the_check_sees_the_math_a_typesetter_would_see() -> None:
 
 @pytest.mark.parametrize("said", SAID)
 def test_escaped_text_has_no_math_and_reads_exactly_as_said(said: str) -> None:
-    assert_shown_as_said(htmlview.esc(said), said)
-    assert "<" not in htmlview.attr(said)  # an attribute takes no markup, and needs none
+    assert_shown_as_said(htmlformat.esc(said), said)
+    assert "<" not in htmlformat.attr(said)  # an attribute takes no markup, and needs none
 
 
 def test_a_run_with_dollars_everywhere_shows_no_math_in_any_widget_or_static_view(watched: Watched) -> None:

@@ -265,7 +265,7 @@ def test_docs_python_sample_runs_as_written(sample, offline_models, sample_sandb
         except ModuleNotFoundError as exc:
             top = (exc.name or "").split(".")[0]
             if top and importlib.util.find_spec(top) is None:
-                pytest.skip(f"{block.where} needs {top}, not installed (pip install -e \".[test-all]\")")
+                pytest.skip(f'{block.where} needs {top}, not installed (pip install -e ".[test-all]")')
             raise
     records = outcomes(sample_sandbox)
     failed = {name: (r.status, r.error) for name, r in records.items() if r.status != "success"}
@@ -342,9 +342,7 @@ def _install_texts() -> dict[str, str]:
 
 def test_every_pip_install_names_this_project_and_an_existing_extra():
     extras = _pyproject()["project"]["optional-dependencies"]
-    found = {
-        where: PIP_INSTALL.findall(text.replace("\\\"", '"')) for where, text in _install_texts().items()
-    }
+    found = {where: PIP_INSTALL.findall(text.replace('\\"', '"')) for where, text in _install_texts().items()}
     assert found["README.md"], "the README names no extra to install"
     for where, targets in found.items():
         for target in targets:

@@ -15,7 +15,7 @@ from conftest import fast_model, run_threads, wait_until
 import nbagent
 from nbagent import events as ev
 from nbagent.models import ScriptedModel, ToolCall
-from nbagent.records import Recorder
+from nbagent.recorder import Recorder
 
 
 def test_a_tool_raising_system_exit_is_a_tool_error_and_the_loop_lives_on():

@@ -13,7 +13,7 @@ import nbagent
 import nbagent.text
 from nbagent import events as ev
 from nbagent.models import Reply, ToolCall
-from nbagent.records import Recorder
+from nbagent.recorder import Recorder
 from nbagent.view.terminal import TextView, plural
 
 OSC52 = "\x1b]52;c;aGFja2Vk\x07"

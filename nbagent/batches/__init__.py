@@ -19,6 +19,7 @@ one row per task; ``run_batch`` blocks (Ctrl-C stops the batch). The pieces:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from nbagent.batches.state import (
     Progress,
     TaskRun,
     check_concurrency,
-    check_timeout,
+    deadline_limits,
 )
 from nbagent.batches.tasks import TaskItem, task_items
 from nbagent.lazy import lazy_attributes
@@ -95,14 +96,15 @@ def batch(
             on the batch's own threads; a run cut short (interrupted, stopped by a limit) is not
             scored (NA), and a score still running a moment after Stop all is abandoned.
         backend: where the runs happen: ``LocalBackend()`` (default) or ``RayBackend(...)``.
-        timeout_s: a run still going after this many seconds is interrupted
-            (``stop_reason == "timeout"``).
+        timeout_s: deprecated: ``limits=nbagent.Limits(max_seconds=...)`` says the same, and is
+            what it now sets (tightened into the runs' limits; a task it cuts ends ``"limit"``,
+            ``stop_reason == "max_seconds"``).
         skip: the end states a resume skips (``"success"``; add ``"error"``, ``"max_steps"``...).
         key: the column that identifies a task for a resume (default ``id`` if every row has
             one, else the task text).
         display: show the live table (a terminal gets one progress line); default as ``start``.
-        **start_options: passed to every run's ``start`` (``tags``, ``metadata``, ``max_steps``,
-            and any other option ``start`` takes).
+        **start_options: passed to every run's ``start`` (``limits``, ``tags``, ``metadata``,
+            ``max_steps``, and any other option ``start`` takes): a batch takes what a run takes.
     """
     from nbagent.config import settings
 
@@ -116,6 +118,15 @@ def batch(
             f"make_agent must be a function that returns a fresh agent, not a {type(make_agent).__name__} "
             "(agents keep memory, so each task needs its own: pass `lambda: make(...)`)"
         )
+    if timeout_s is not None:
+        start_options["limits"] = deadline_limits(start_options.get("limits", settings.limits), timeout_s)
+        warnings.warn(
+            "batch(timeout_s=) is deprecated: pass limits=nbagent.Limits(max_seconds=...), which it "
+            "now sets; a task it cuts ends 'limit' with stop_reason 'max_seconds' (was 'interrupted' "
+            "/ 'timeout'), and a wait for a person's approval no longer counts",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     from nbagent.batches.guards import batch_store
 
     store = batch_store(store if store is not None else settings.store)
@@ -127,7 +138,6 @@ def batch(
         store=store,
         name=name,
         score=score,
-        timeout_s=check_timeout(timeout_s),
         skip=check_skip(skip),
         start_options=start_options,
     )

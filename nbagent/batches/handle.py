@@ -1,12 +1,12 @@
 """``Batch``: the handle on many runs of one agent factory, with one Stop and one table.
 
-A batch is a scheduler on the runner's own loop (``nbagent.runtime.loop``;
+A batch owns a ``Scheduler`` on the runner's own loop (``nbagent.runtime.loop``;
 ``nbagent.batches.scheduler``): it starts each task when one of ``concurrency`` slots is free,
 asks the backend to launch the task's run (``nbagent.batches.local`` on this loop,
-``nbagent.batches.ray`` on a Ray cluster), waits for its record (interrupting it at
-``timeout_s``), scores it, and frees the slot. Nothing here blocks the loop: the factory and the
-score run on the batch's own threads (``nbagent.batches.threads``), the store reads on worker
-threads.
+``nbagent.batches.ray`` on a Ray cluster), waits for its record, scores it, and frees the slot.
+Nothing blocks the loop: the factory and the score run on the batch's own threads
+(``nbagent.batches.threads``), the store reads on worker threads. A time cap per task is the
+runs' own ``Limits(max_seconds=)``, passed with the other ``start`` options.
 
 The Stop path is one hop, as for a run: ``interrupt("now")`` (any thread, idempotent) marks the
 batch stopping and interrupts every live run through its own ``interrupt`` (its cancel scope, or
@@ -22,7 +22,7 @@ and ``await batch`` stops the batch at Jupyter's ■ Interrupt, then raises
 ``BatchStoppedByKeyboard`` once every task has its row.
 
 Every task ends as a row of ``frame()``: its run's record (success, interrupted, error,
-max_steps; ``stop_reason == "timeout"`` for one cut by ``timeout_s``), an error record when its
+max_steps, limit), an error record when its
 factory or its start failed, the stored record of an earlier attempt a resume reused, or
 ``"skipped"``. The views (``nbagent.batches.table``) are refreshed by one ticker on the loop, about
 ten times a second, whatever the number of tasks.
@@ -40,37 +40,37 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections import deque
+import uuid
 from collections.abc import Callable, Generator
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from nbagent.batches.guards import AgentClaims, claim_name, release_name
-from nbagent.batches.scheduler import BatchLoop, refresh
+from nbagent.batches.resume import batch_metadata, batch_tags
+from nbagent.batches.scheduler import Scheduler, refresh
 from nbagent.batches.state import (
     STOP_MODES,
     Backend,
     BatchStoppedByKeyboard,
     Progress,
     StopMode,
-    Tally,
     TaskRun,
     TaskState,
     takes_row,
 )
 from nbagent.batches.tasks import TaskItem
-from nbagent.batches.threads import MAX_THREADS, BatchThreads
+from nbagent.batches.threads import original
+from nbagent.errors import describe, error_kind
 from nbagent.records import RunRecord
 from nbagent.runtime.loop import runner_loop
 from nbagent.runtime.waiting import WaitEnds, wait_async, wait_blocking
+from nbagent.text import shorten
 
 if TYPE_CHECKING:
     import pandas as pd
 
-LATEST_KEPT = 20
-"""How many of the latest ended tasks a batch keeps at hand for its table."""
 
-
-class Batch(BatchLoop):
+class Batch:
     """A handle on a batch: ``await batch`` (the frame), ``interrupt()``, ``status``, ``frame()``.
 
     ``interrupt``, ``status``, ``progress``, ``frame`` and the other readers may be used from any
@@ -87,7 +87,6 @@ class Batch(BatchLoop):
         store: Any,
         name: str | None,
         score: Callable[[RunRecord, dict[str, Any]], Any] | None,
-        timeout_s: float | None,
         skip: frozenset[str],
         start_options: dict[str, Any],
     ) -> None:
@@ -98,32 +97,25 @@ class Batch(BatchLoop):
         self.store = store
         self.name = name
         self.score = score
-        self.timeout_s = timeout_s
         self.skip = skip
         self.start_options = dict(start_options)
         self.tasks = [TaskState(item) for item in items]
         self._by_key = {state.item.key: state for state in self.tasks}
-        self._tally = Tally(len(self.tasks))
         self.error: str | None = None
         """Set when the batch itself failed (its backend could not start)."""
         self._stop: StopMode | None = None
         self._stop_reason = "user"
         self._lock = threading.Lock()
-        self._latest: deque[TaskState] = deque(maxlen=LATEST_KEPT)
-        self._earlier: list[RunRecord] = []
-        self._session: list[RunRecord] = []
-        self._views: list[Any] = []
+        self.views: list[Any] = []
+        """What ``add_view`` added: refreshed on the loop while the batch runs, and at its end."""
         self.table: Any = None
         """The live widget table (``nbagent.batches.table.BatchTable``) when one is shown."""
         self._t0 = time.perf_counter()
         self._ended_at: float | None = None
         self.completion: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.completion.set_running_or_notify_cancel()
-        self._threads = BatchThreads(min(concurrency, MAX_THREADS))
-        self._wake = asyncio.Event()
-        """Set on the loop when a slot frees or a Stop comes: the scheduler looks again."""
-        self._now = asyncio.Event()
-        """Set on the loop by a Stop of mode ``"now"``: waits on the user's code give up."""
+        self.scheduler = Scheduler(self)
+        """The batch's loop side: what it started, ended and counted."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self.keyboard_pressed = False
         """Set by Jupyter's interrupt during ``await batch`` (``nbagent.runtime.interrupts``)."""
@@ -135,7 +127,7 @@ class Batch(BatchLoop):
 
     def add_view(self, view: Any) -> None:
         """A view with ``refresh(final: bool)``, called on the runner's loop. Before ``_start``."""
-        self._views.append(view)
+        self.views.append(view)
 
     def hold_name(self) -> None:
         """Refuse a second live batch of this name and store in this process (both would run
@@ -150,22 +142,35 @@ class Batch(BatchLoop):
     def launch(self) -> None:
         """Start the batch on the runner's loop (``nbagent.batch`` calls it once the views are up)."""
         self._loop = runner_loop()
-        asyncio.run_coroutine_threadsafe(self._main(), self._loop)
+        asyncio.run_coroutine_threadsafe(self.scheduler.main(), self._loop)
 
-    def _finish(self, ticker: asyncio.Future[None] | None) -> None:
-        """On the loop, once every task has ended: the batch is over, its name free."""
-        self._threads.close()
+    def ended(self) -> None:
+        """On the loop, once every task has ended (the scheduler calls it): the batch is over, its
+        name free."""
         self._ended_at = time.perf_counter()
         self.free_name()
-        if ticker is not None:
-            ticker.cancel()
         self.completion.set_result(None)  # before the final refresh, so the views say "done"
-        for view in self._views:
+        for view in self.views:
             refresh(view, final=True)
+
+    async def in_thread(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the batch's own threads, given up a grace after Stop all: how a backend
+        calls the user's code (``Scheduler.in_thread``)."""
+        return await self.scheduler.in_thread(what, fn, *args)
 
     def stopped(self) -> bool:
         """True once the batch was told to stop (either mode): a task not started must not start."""
         return self._stop is not None
+
+    @property
+    def stop_mode(self) -> StopMode | None:
+        """``None`` until a Stop; then ``"now"`` or ``"after_current"``."""
+        return self._stop
+
+    @property
+    def stop_reason(self) -> str:
+        """The ``reason`` of the Stop (``"user"`` until one): an interrupted run's ``stop_reason``."""
+        return self._stop_reason
 
     def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
         """Stop the batch: ``"now"`` interrupts every live run and skips the tasks not started;
@@ -181,7 +186,7 @@ class Batch(BatchLoop):
             self._stop, self._stop_reason = stop, reason
         if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the runner's loop is closed: nothing waits
-                self._loop.call_soon_threadsafe(self._stopping)
+                self._loop.call_soon_threadsafe(self.scheduler.stopping)
         if stop == "now":
             for state in self.running():
                 run = state.run
@@ -226,6 +231,41 @@ class Batch(BatchLoop):
         skipped = f", {p.skipped} skipped" if p.skipped else ""
         return f"<nbagent.Batch{name} {p.state}: {p.ran}/{p.total} done{skipped}>"
 
+    # -- what every run of the batch is started with ------------------------------------------
+
+    def error_record(
+        self, item: TaskItem, what: str, exc: BaseException, *, status: str = "error"
+    ) -> RunRecord:
+        """The record of a task whose run never got going (its factory, or its worker, failed)."""
+        now = datetime.now(timezone.utc)
+        exc = original(exc)
+        stopped = status == "interrupted"
+        return RunRecord(
+            run_id=uuid.uuid4().hex[:16],
+            task=item.task,
+            agent=shorten(getattr(self.factory, "__name__", type(self.factory).__name__), 80),
+            model="",
+            started_at=now,
+            status=status,
+            error=f"{what}: {describe(exc)}" if what else str(exc),
+            error_type=None if stopped else error_kind(exc),
+            ended_at=now,
+            duration_s=0.0,
+            stop_reason=self._stop_reason if stopped else "error",
+            tags=self.tags_for(),
+            metadata=self.metadata_for(item),
+        )
+
+    def tags_for(self) -> list[str]:
+        return [*self.start_options.get("tags", ()), *batch_tags(self.name)]
+
+    def metadata_for(self, item: TaskItem) -> dict[str, Any]:
+        return {**(self.start_options.get("metadata") or {}), "batch": batch_metadata(self.name, item)}
+
+    def run_options(self) -> dict[str, Any]:
+        """The keywords for every run's ``start`` besides tags and metadata."""
+        return {k: v for k, v in self.start_options.items() if k not in ("tags", "metadata")}
+
     # -- readers: whole-field reads of what the loop writes, from any thread ----------------
 
     def run_of(self, task: int | str) -> TaskRun | None:
@@ -250,7 +290,7 @@ class Batch(BatchLoop):
         return [r for s in self.tasks if (r := s.record) is not None]
 
     def progress(self) -> Progress:
-        t = self._tally
+        t = self.scheduler.tally
         phases = t.phases
         p = Progress(
             self.name,
@@ -275,11 +315,11 @@ class Batch(BatchLoop):
 
     def running(self) -> list[TaskState]:
         """The tasks whose run is live, in the order they started."""
-        return list(self._tally.running.values())
+        return list(self.scheduler.tally.running.values())
 
     def latest(self) -> list[TaskState]:
         """The latest ended tasks, newest first."""
-        return list(reversed(self._latest))
+        return list(reversed(self.scheduler.latest))
 
     def frame(self) -> pd.DataFrame:
         """One row per task, in task order (``nbagent.batches.frames.batch_frame``)."""
@@ -292,7 +332,7 @@ class Batch(BatchLoop):
         included, oldest first: the runs frame with ``task_key`` and ``attempt`` (1, 2, ...)."""
         from nbagent.batches.frames import attempts_frame
 
-        return attempts_frame([*self._earlier, *self._session])
+        return attempts_frame([*self.scheduler.earlier, *self.scheduler.session])
 
     def steps(self) -> pd.DataFrame:
         """One row per step of each task's latest attempt, with its ``task_key``."""

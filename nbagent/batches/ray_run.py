@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from nbagent import events as ev
 from nbagent.errors import describe
 from nbagent.guardrails.approvals import PendingApproval
-from nbagent.records import Recorder, RunRecord
+from nbagent.recorder import Recorder
+from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch

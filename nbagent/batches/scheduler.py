@@ -5,7 +5,7 @@ starts the next only when a slot of ``concurrency`` is free (a done callback fre
 the scheduler), so a batch of 100,000 tasks holds 100 coroutines at concurrency 100, and a Stop
 skips the queued tasks in one pass instead of waking each through a semaphore.
 
-A task is launched by the backend, waited for (interrupted at ``timeout_s``), scored, and
+A task is launched by the backend, waited for (its own limits bound it), scored, and
 counted (``Tally.move``). Whatever one task raises, a ``BaseException`` included, ends that
 task with an error record; the batch ends, and its name is released, only once every task has
 ended, so a row never changes after ``"done"``.
@@ -22,27 +22,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbagent.batches.guards import AgentClaims
 from nbagent.batches.resume import (
     attempts_by_task,
-    batch_metadata,
-    batch_tags,
     earlier_attempts,
     finished_before,
 )
-from nbagent.batches.state import UNFINISHED, Backend, StopMode, Tally, TaskRun, TaskState
-from nbagent.batches.tasks import TaskItem
-from nbagent.batches.threads import BatchThreads, original
-from nbagent.errors import describe, error_kind
+from nbagent.batches.state import UNFINISHED, Tally, TaskState
+from nbagent.batches.threads import MAX_THREADS, BatchThreads, original
+from nbagent.errors import describe
 from nbagent.records import RunRecord
-from nbagent.text import shorten
 
+if TYPE_CHECKING:
+    from nbagent.batches.handle import Batch
+
+LATEST_KEPT = 20
+"""How many of the latest ended tasks a batch keeps at hand for its table."""
 TICK_S = 0.1
 """Seconds between two refreshes of a batch's views."""
 ABANDON_GRACE_S = 0.5
@@ -53,86 +51,82 @@ class Abandoned(Exception):
     """A factory or a score that had not returned a grace after Stop all."""
 
 
-class BatchLoop:
-    """The scheduler of ``nbagent.batches.handle.Batch`` (its attributes are set there)."""
+class Scheduler:
+    """The loop side of one ``nbagent.batches.handle.Batch``, which owns it: it starts the tasks,
+    waits for them, scores them and keeps the tally of where every task is. It reads the batch's
+    settings and its Stop mark; only the loop writes what it keeps, any thread may read it."""
 
-    factory: Callable[..., Any]
-    backend: Backend
-    concurrency: int
-    store: Any
-    name: str | None
-    score: Callable[[RunRecord, dict[str, Any]], Any] | None
-    timeout_s: float | None
-    skip: frozenset[str]
-    start_options: dict[str, Any]
-    tasks: list[TaskState]
-    error: str | None
-    agents: AgentClaims
-    _stop: StopMode | None
-    _stop_reason: str
-    _tally: Tally
-    _threads: BatchThreads
-    _wake: asyncio.Event
-    _now: asyncio.Event
-    _latest: deque[TaskState]
-    _earlier: list[RunRecord]
-    _session: list[RunRecord]
-    _views: list[Any]
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.tally = Tally(len(batch.tasks))
+        self.latest: deque[TaskState] = deque(maxlen=LATEST_KEPT)
+        """The latest ended tasks, oldest first (the table shows them)."""
+        self.earlier: list[RunRecord] = []
+        """The stored attempts of earlier batches of the same name (a resume reads them)."""
+        self.session: list[RunRecord] = []
+        """Every record this batch made, in the order its tasks ended."""
+        self.threads = BatchThreads(min(batch.concurrency, MAX_THREADS))
+        self._wake = asyncio.Event()
+        """Set when a slot frees or a Stop comes: the scheduler looks again."""
+        self._now = asyncio.Event()
+        """Set by a Stop of mode ``"now"``: waits on the user's code give up."""
 
-    def _finish(self, ticker: asyncio.Future[None] | None) -> None:
-        raise NotImplementedError
-
-    def _stopping(self) -> None:
+    def stopping(self) -> None:
         """On the loop, after a Stop of either mode: wake the scheduler (and, for ``"now"``,
         every wait on the user's code)."""
         self._wake.set()
-        if self._stop == "now":
+        if self.batch.stop_mode == "now":
             self._now.set()
 
-    async def _main(self) -> None:
-        ticker = asyncio.ensure_future(self._tick()) if self._views else None
+    async def main(self) -> None:
+        batch = self.batch
+        ticker = asyncio.ensure_future(self._tick()) if batch.views else None
         try:
-            await self.backend.open(self)
-            if self.store is not None and self.name is not None:
+            await batch.backend.open(batch)
+            if batch.store is not None and batch.name is not None:
                 await self._resume()
             await self._schedule()
         except BaseException as exc:  # the batch itself failed: every task not ended gets a record
-            self.error = describe(exc)
-            for state in self.tasks:
+            batch.error = describe(exc)
+            for state in batch.tasks:
                 if state.phase == "queued":
                     await self._failed(state, "the batch failed", exc)
         finally:
             try:
-                await self.backend.close(self)
+                await batch.backend.close(batch)
             except Exception as exc:
-                self.error = self.error or describe(exc)
+                batch.error = batch.error or describe(exc)
             finally:
-                self._finish(ticker)
+                self.threads.close()
+                if ticker is not None:
+                    ticker.cancel()
+                batch.ended()
 
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            for view in self._views:
+            for view in self.batch.views:
                 refresh(view, final=False)
 
     async def _schedule(self) -> None:
         """Start the queued tasks in order, at most ``concurrency`` at once; after a Stop, skip
         the rest in one pass. Returns once every started task has ended."""
+        batch = self.batch
         live: set[asyncio.Future[None]] = set()
 
         def freed(task: asyncio.Future[None]) -> None:
             live.discard(task)
             self._wake.set()
 
-        queued = (s for s in self.tasks if s.phase == "queued")
+        queued = (s for s in batch.tasks if s.phase == "queued")
         try:
             for state in queued:
-                while len(live) >= self.concurrency and self._stop is None:
+                while len(live) >= batch.concurrency and batch.stop_mode is None:
                     self._wake.clear()  # nothing runs between the check and here: one thread
                     await self._wake.wait()
-                if self._stop is not None:
-                    self._tally.move(state, "skipped")
-                    self._tally.skip_queued(queued)
+                if batch.stop_mode is not None:
+                    self.tally.move(state, "skipped")
+                    self.tally.skip_queued(queued)
                     break
                 task = asyncio.ensure_future(self._one(state))
                 live.add(task)
@@ -142,18 +136,18 @@ class BatchLoop:
                 await asyncio.wait(set(live))
 
     async def _resume(self) -> None:
-        assert self.name is not None
-        earlier = await asyncio.to_thread(earlier_attempts, self.store, self.name)
-        self._earlier = earlier
-        counts, latest = attempts_by_task(earlier)
-        for state in self.tasks:
+        batch = self.batch
+        assert batch.name is not None
+        self.earlier = await asyncio.to_thread(earlier_attempts, batch.store, batch.name)
+        counts, latest = attempts_by_task(self.earlier)
+        for state in batch.tasks:
             mark = (state.item.key, state.item.task)
             state.attempts = counts.get(mark, 0)
             record = latest.get(mark)
-            if finished_before(record, self.skip):
+            if finished_before(record, batch.skip):
                 assert record is not None
                 state.record = record
-                self._tally.move(state, "reused")
+                self.tally.move(state, "reused")
                 await self._score(state)
 
     async def _one(self, state: TaskState) -> None:
@@ -166,10 +160,11 @@ class BatchLoop:
                 await self._failed(state, "the batch could not run this task", exc)
 
     async def _task(self, state: TaskState) -> None:
+        batch = self.batch
         state.started = time.perf_counter()
-        self._tally.move(state, "starting")
+        self.tally.move(state, "starting")
         try:
-            run = await self.backend.launch(self, state.item)
+            run = await batch.backend.launch(batch, state.item)
         except Abandoned as exc:  # a Stop, and the factory never returned
             await self._failed(state, "", exc, status="interrupted")
             return
@@ -177,34 +172,29 @@ class BatchLoop:
             await self._failed(state, "the agent factory failed", exc)
             return
         if run is None:  # a Stop came while the factory built the agent: never started
-            self._tally.move(state, "skipped")
+            self.tally.move(state, "skipped")
             return
         state.run = run
-        self._tally.move(state, "running")
-        if self._stop == "now":  # a Stop that walked the runs before this one was there
-            run.interrupt("now", reason=self._stop_reason)
-        waiter = asyncio.ensure_future(_record_of(run))
-        if self.timeout_s is not None:
-            finished, _ = await asyncio.wait({waiter}, timeout=self.timeout_s)
-            if not finished:
-                run.interrupt("now", reason="timeout")
+        self.tally.move(state, "running")
+        if batch.stop_mode == "now":  # a Stop that walked the runs before this one was there
+            run.interrupt("now", reason=batch.stop_reason)
         try:
-            record = await waiter
+            record = await run
         finally:
-            self.agents.release(state.item.key)
+            batch.agents.release(state.item.key)
         if record is None:  # a remote task a Stop reached before it started in its worker
-            self._tally.move(state, "skipped")
+            self.tally.move(state, "skipped")
             return
-        self._session.append(record)
+        self.session.append(record)
         await self._ended(state, record)
 
     async def in_thread(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the batch's threads (``what`` names it in the row if abandoned): its
         result, or what it raised; ``Abandoned`` if a Stop (``"now"``) came and it had not
         returned ``ABANDON_GRACE_S`` later (its thread goes on, its result is dropped)."""
-        submitted = self._threads.submit(fn, *args)
+        submitted = self.threads.submit(fn, *args)
         job = asyncio.wrap_future(submitted)
-        if self._stop != "now":
+        if self.batch.stop_mode != "now":
             stop = asyncio.ensure_future(self._now.wait())
             try:
                 await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -224,18 +214,18 @@ class BatchLoop:
     async def _ended(self, state: TaskState, record: RunRecord) -> None:
         state.record = record
         await self._score(state)
-        self._tally.move(state, "ended")
-        self._latest.append(state)
+        self.tally.move(state, "ended")
+        self.latest.append(state)
 
     async def _score(self, state: TaskState) -> None:
         """On the batch's threads: a scorer may take seconds (a judge model, a test suite), and
         the loop it would block carries every run and every Stop of the process. A run cut short
         (interrupted, stopped by a limit) is not scored: its score is NA."""
-        record = state.record
-        if self.score is None or record is None or record.status in UNFINISHED:
+        record, score = state.record, self.batch.score
+        if score is None or record is None or record.status in UNFINISHED:
             return
         try:
-            state.score = await self.in_thread("the score", self.score, record, dict(state.item.row))
+            state.score = await self.in_thread("the score", score, record, dict(state.item.row))
         except Abandoned as exc:
             state.score, state.score_error = None, str(exc)
         except Exception as exc:  # a bad score function marks the row; it never stops the batch
@@ -247,51 +237,15 @@ class BatchLoop:
         """End a task whose run never started with a complete record (``"error"``, or
         ``"interrupted"`` for an abandoned factory), stored like a run (on a worker thread), so a
         resume reruns it."""
-        record = self.error_record(state.item, what, exc, status=status)
-        self._session.append(record)
-        if self.store is not None:
+        record = self.batch.error_record(state.item, what, exc, status=status)
+        self.session.append(record)
+        store = self.batch.store
+        if store is not None:
             try:
-                await asyncio.to_thread(self.store.add, record)
+                await asyncio.to_thread(store.add, record)
             except Exception as store_exc:
                 record.error = f"{record.error} (not stored: {describe(store_exc)})"
         await self._ended(state, record)
-
-    def error_record(
-        self, item: TaskItem, what: str, exc: BaseException, *, status: str = "error"
-    ) -> RunRecord:
-        """The record of a task whose run never got going (its factory, or its worker, failed)."""
-        now = datetime.now(timezone.utc)
-        exc = original(exc)
-        stopped = status == "interrupted"
-        return RunRecord(
-            run_id=uuid.uuid4().hex[:16],
-            task=item.task,
-            agent=shorten(getattr(self.factory, "__name__", type(self.factory).__name__), 80),
-            model="",
-            started_at=now,
-            status=status,
-            error=f"{what}: {describe(exc)}" if what else str(exc),
-            error_type=None if stopped else error_kind(exc),
-            ended_at=now,
-            duration_s=0.0,
-            stop_reason=self._stop_reason if stopped else "error",
-            tags=self.tags_for(),
-            metadata=self.metadata_for(item),
-        )
-
-    def tags_for(self) -> list[str]:
-        return [*self.start_options.get("tags", ()), *batch_tags(self.name)]
-
-    def metadata_for(self, item: TaskItem) -> dict[str, Any]:
-        return {**(self.start_options.get("metadata") or {}), "batch": batch_metadata(self.name, item)}
-
-    def run_options(self) -> dict[str, Any]:
-        """The keywords for every run's ``start`` besides tags and metadata."""
-        return {k: v for k, v in self.start_options.items() if k not in ("tags", "metadata")}
-
-
-async def _record_of(run: TaskRun) -> RunRecord | None:
-    return await run
 
 
 def _dropped(job: asyncio.Future[Any]) -> None:

@@ -7,7 +7,9 @@ one launched task: local ``Run`` handles and Ray's ``RemoteRun`` both are one.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import math
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -200,7 +202,16 @@ def check_concurrency(concurrency: int) -> int:
     return concurrency
 
 
-def check_timeout(timeout_s: float | None) -> float | None:
-    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+def deadline_limits(limits: Any, timeout_s: float) -> Any:
+    """``limits`` (None: none) with ``max_seconds`` lowered to ``timeout_s``: a batch's per-task
+    timeout is a deadline of the runs' one limits mechanism. Anything but ``Limits`` is passed
+    on for ``start`` to refuse."""
+    from nbagent.guardrails.limits import Limits
+
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
-    return timeout_s
+    if limits is None:
+        return Limits(max_seconds=timeout_s)
+    if not isinstance(limits, Limits) or (limits.max_seconds or math.inf) <= timeout_s:
+        return limits
+    return dataclasses.replace(limits, max_seconds=timeout_s)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from nbagent.errors import describe
 from nbagent.text import shorten
-from nbagent.view.html import count, esc, record_html
+from nbagent.view.format import count, esc
+from nbagent.view.html import record_html
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from nbagent.explore.comparison import USAGE_MEASURES, Comparison, StepPair
 from nbagent.records import RunRecord
-from nbagent.view.html import STYLE, count, esc, head_html, seconds, step_html, total_style
+from nbagent.view.format import count, esc, seconds
+from nbagent.view.html import STYLE, head_html, step_html, total_style
 
 COMPARE_STYLE = """<style>
 .nbagent-compare { max-width: 1400px; margin: 4px 0; border-collapse: collapse; width: 100%;

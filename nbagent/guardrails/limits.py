@@ -21,7 +21,8 @@ When each limit is checked, so it is not overshot by a whole reply:
   thread before each call runs, as events reach the loop too late to hold a call that is already
   running;
 - ``max_steps``: after that many steps, at the step boundary (a final answer in the last allowed
-  step still succeeds). An agent's own ``max_steps`` still ends the run ``"max_steps"``.
+  step still succeeds). An agent's own ``max_steps`` still ends the run ``"max_steps"`` (the
+  framework's own end, its final answer included); both set ``stop_reason == "max_steps"``.
 
 A cost limit needs a price: ``check_priced`` refuses a run whose model has none when it starts
 (``set_price`` gives one), so a budget is never silently ignored. The cost is then the known

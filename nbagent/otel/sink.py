@@ -37,7 +37,7 @@ from nbagent.otel.spans import (
     tool_attributes,
     tool_start,
 )
-from nbagent.records import Recorder
+from nbagent.recorder import Recorder
 
 logger = logging.getLogger("nbagent")
 

@@ -31,7 +31,8 @@ from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, describe, error_kind
 from nbagent.guardrails.approvals import ApprovalPolicy, Approvals, PendingApproval
 from nbagent.guardrails.limits import Limits, LimitWatcher, check_priced
-from nbagent.records import Recorder, RunRecord
+from nbagent.recorder import Recorder
+from nbagent.records import RunRecord
 from nbagent.runtime import turns
 from nbagent.runtime.cancel import CancelScope, InterruptMode, current_scope
 from nbagent.runtime.loop import LoopThread, runner_loop
@@ -215,8 +216,6 @@ class Run:
     def __repr__(self) -> str:
         return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
 
-    # -- the loop side ---------------------------------------------------------------------
-
     # -- approvals and budgets (nbagent.guardrails) ------------------------------------------
 
     @property
@@ -263,6 +262,8 @@ class Run:
             usage = ev.Usage(self.run_id, step, time.perf_counter(), cut[0], cut[1], "estimated")
             self._recorder.apply(usage)
             self._fan_out(usage)
+
+    # -- the loop side ---------------------------------------------------------------------
 
     def _emit(self, event: ev.RunEvent) -> None:
         self._recorder.apply(event)

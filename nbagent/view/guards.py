@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from nbagent.text import safe_text
-from nbagent.view.html import attr, esc, seconds
+from nbagent.view.format import attr, esc, seconds
 
 if TYPE_CHECKING:
     from nbagent.runtime.handle import Run

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from nbagent.view.format import esc
 from nbagent.view.guards import arguments_in_full
-from nbagent.view.html import esc
 
 if TYPE_CHECKING:
     from nbagent.runtime.handle import Run

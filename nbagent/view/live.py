@@ -47,12 +47,12 @@ from nbagent import events as ev
 from nbagent.records import RunRecord
 from nbagent.text import shorten
 from nbagent.view.display import note_shown
+from nbagent.view.format import esc
 from nbagent.view.guards import GUARD_STYLE, ApprovalPanel, meters_html
 from nbagent.view.html import (
     STYLE,
     TASK_LIMIT,
     ToolCallCache,
-    esc,
     head_html,
     record_html,
     record_summary,

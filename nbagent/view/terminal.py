@@ -29,7 +29,8 @@ import threading
 from typing import Any, TextIO
 
 from nbagent import events as ev
-from nbagent.records import Recorder, RunRecord, StepRecord
+from nbagent.recorder import Recorder
+from nbagent.records import RunRecord, StepRecord
 from nbagent.text import safe_text, shorten, terminal_safe
 
 __all__ = ["TextView", "plural", "record_text", "shorten", "summary_line"]

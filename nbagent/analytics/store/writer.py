@@ -32,7 +32,8 @@ from nbagent.analytics.store.schema import (
     run_row,
     step_row,
 )
-from nbagent.records import Recorder, RunRecord, StepRecord
+from nbagent.recorder import Recorder
+from nbagent.records import RunRecord, StepRecord
 
 if TYPE_CHECKING:
     import sqlite3
