@@ -132,13 +132,13 @@ def stop_latencies(handle, live: int, timeout: float = 300) -> tuple[list[float]
             raise TimeoutError("the runs did not start")
         time.sleep(0.05)
     stamps: list[float] = []
-    ended = handle._ended
+    ended = handle.scheduler._ended
 
     async def stamped(state, record):
         stamps.append(time.perf_counter())
         await ended(state, record)
 
-    handle._ended = stamped
+    handle.scheduler._ended = stamped
     start = time.perf_counter()
     handle.interrupt()
     handle.wait(timeout=60)
