@@ -9,6 +9,7 @@ interrupt is kept with ``interrupted=True`` and unknown usage, a tool call still
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -61,40 +62,26 @@ class Recorder:
 
     def apply(self, event: ev.RunEvent) -> None:
         with self._lock:
-            kind = type(event)
-            if kind is ev.TextDelta:
-                self._text.setdefault(event.step, []).append(clean(event.text))  # type: ignore[attr-defined]
-            elif kind is ev.RunStarted:
-                self._start(event)  # type: ignore[arg-type]
-            elif kind is ev.StepStarted:
-                self._step_started(event)  # type: ignore[arg-type]
-            elif kind is ev.ToolCallStarted:
-                self._call_started(event)  # type: ignore[arg-type]
-            elif kind is ev.ToolCallFinished:
-                self._call_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.Usage:
-                self._usage(event)  # type: ignore[arg-type]
-            elif kind is ev.ModelCallEnded:
-                step = self._steps.get(event.step)
-                if step is not None:
-                    step.model_ended_at = self._at(event.t)[0]
-            elif kind is ev.ApprovalRequested:
-                self._approval_requested(event)  # type: ignore[arg-type]
-            elif kind is ev.ApprovalDecided:
-                self._approval_decided(event)  # type: ignore[arg-type]
-            elif kind is ev.Retrying:
-                step = self._steps.get(event.step)
-                if step is not None:
-                    step.retries += 1
-            elif kind is ev.StepFinished:
-                self._step_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.RunFinished:
-                self._run_finished(event)  # type: ignore[arg-type]
-            elif kind is ev.RunQueued:
-                assert self._record is not None
-                self._record.queued_after = event.after_run_id  # type: ignore[attr-defined]
-            elif kind is ev.RunDequeued:
-                self._dequeued(event.t)
+            if type(event) is ev.TextDelta:  # most events are text: no lookup for them
+                self._text.setdefault(event.step, []).append(clean(event.text))
+                return
+            fold = _FOLDS.get(type(event))
+            if fold is not None:
+                fold(self, event)
+
+    def _model_call_ended(self, e: ev.ModelCallEnded) -> None:
+        step = self._steps.get(e.step)
+        if step is not None:
+            step.model_ended_at = self._at(e.t)[0]
+
+    def _retrying(self, e: ev.Retrying) -> None:
+        step = self._steps.get(e.step)
+        if step is not None:
+            step.retries += 1
+
+    def _queued(self, e: ev.RunQueued) -> None:
+        assert self._record is not None
+        self._record.queued_after = e.after_run_id
 
     def _start(self, e: ev.RunStarted) -> None:
         self._t0 = e.t
@@ -110,6 +97,9 @@ class Recorder:
             metadata=clean_value(dict(e.metadata)),
             model_params=clean_value(dict(e.model_params)),
         )
+
+    def _run_dequeued(self, e: ev.RunDequeued) -> None:
+        self._dequeued(e.t)
 
     def _dequeued(self, t: float) -> None:
         """The run really starts: its clock (and ``started_at``) move to now."""
@@ -243,3 +233,22 @@ class Recorder:
         """The text streamed so far in ``step``."""
         with self._lock:
             return "".join(self._text.get(step, ()))
+
+
+_FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
+    ev.RunStarted: Recorder._start,
+    ev.RunQueued: Recorder._queued,
+    ev.RunDequeued: Recorder._run_dequeued,
+    ev.StepStarted: Recorder._step_started,
+    ev.ToolCallStarted: Recorder._call_started,
+    ev.ToolCallFinished: Recorder._call_finished,
+    ev.Usage: Recorder._usage,
+    ev.ModelCallEnded: Recorder._model_call_ended,
+    ev.ApprovalRequested: Recorder._approval_requested,
+    ev.ApprovalDecided: Recorder._approval_decided,
+    ev.Retrying: Recorder._retrying,
+    ev.StepFinished: Recorder._step_finished,
+    ev.RunFinished: Recorder._run_finished,
+}
+"""How each kind of event changes the record (``TextDelta`` is handled before the lookup; any
+other event, such as ``ToolArgumentsDelta``, changes nothing)."""
