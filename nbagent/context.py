@@ -57,9 +57,10 @@ class RunContext:
         """The wait is over: the run's clock starts now."""
         self.emit(ev.RunDequeued(self.run_id, self.step, time.perf_counter()))
 
-    def start_step(self, kind: ev.StepKind) -> int:
+    def start_step(self, kind: ev.StepKind, *, at: float | None = None) -> int:
+        """Begin the next step (``at``: when it began, a ``time.perf_counter()``; default now)."""
         self.step += 1
-        self.emit(ev.StepStarted(self.run_id, self.step, time.perf_counter(), kind))
+        self.emit(ev.StepStarted(self.run_id, self.step, time.perf_counter() if at is None else at, kind))
         return self.step
 
     def text(self, text: str) -> None:

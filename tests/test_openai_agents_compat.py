@@ -149,9 +149,16 @@ def nbagent_outcome(record: RunRecord, start: Agent) -> Outcome:
         if is_handoff(call):
             final_agent = str(call.result).removeprefix("handoff to ")
     error = None if record.status == "success" else (record.error_type, record.error)
-    counts = (len(record.steps), record.input_tokens or 0, record.output_tokens or 0)
+    # a model call whose reply never began is a step of ours and no request the SDK counts
+    answered = [s for s in record.steps if not unanswered(s)]
+    counts = (len(answered), record.input_tokens or 0, record.output_tokens or 0)
     results = {c.call_id.split(":", 1)[1]: c.result for c in calls if c.status == "ok" and not is_handoff(c)}
     return Outcome(record.output, record.status, error, counts, [c.tool for c in calls], results, final_agent)
+
+
+def unanswered(step: Any) -> bool:
+    replied = step.model_ended_at is not None or step.usage_known
+    return not (replied or step.model_output or step.tool_calls)
 
 
 def is_handoff(call: Any) -> bool:
@@ -260,3 +267,29 @@ def test_every_run_streamed_keyword_is_accepted():
     assert {"error_handlers", "auto_previous_response_id", "max_turns", "session"} <= set(run_keywords())
     with pytest.raises(TypeError, match="error_handlers"):
         nbagent.start(Agent(name="x", model=scripted(says("hi"))), "hi", max_steps=3)
+
+
+def test_the_record_of_a_plain_run_tells_what_a_run_through_nbagent_records():
+    """``records_from_openai_agents`` over ``Runner.run``'s result, in every scenario that ends
+    with one (no approvals, no exception): the same end, output, usage and tool calls (status and
+    result) as nbagent's own record of the same scenario."""
+    from nbagent.adapters import records_from_openai_agents
+
+    def seen(record: RunRecord) -> tuple[Any, ...]:
+        calls = [[(c.tool, c.status, c.result) for c in step.tool_calls] for step in record.steps]
+        return record.status, record.output, record.input_tokens, record.output_tokens, calls
+
+    compared, different = 0, []
+    for name, make in SCENARIOS.items():
+        if make().decisions:
+            continue
+        result, exc, _ = asyncio.run(run_plainly(make(), streamed=False))
+        if exc is not None:
+            continue
+        (plain,) = records_from_openai_agents(result)
+        ours = through_nbagent(make())
+        compared += 1
+        if seen(plain) != seen(ours):
+            different.append(f"{name}: plain {seen(plain)} != nbagent {seen(ours)}")
+    assert not different, "\n".join(different)
+    assert compared >= 30

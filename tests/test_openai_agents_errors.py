@@ -121,6 +121,10 @@ def test_an_openai_api_error_is_a_model_error_with_the_sdks_type_message_and_sta
     assert record.status == "error" and record.error_type == "ModelError"
     assert record.error == f"ModelError: {record.model}: {sdk_text}"
     assert record.error.count(record.model) == 1
+    # the model call that failed before its reply began is a step, with the error
+    (failed,) = record.steps
+    assert (failed.error, failed.kind) == (sdk_text, "action")
+    assert not (failed.model_output or failed.tool_calls)
     with pytest.raises(ModelError) as raised:
         record.raise_for_status()
     assert str(raised.value) == f"{record.model}: {sdk_text}"

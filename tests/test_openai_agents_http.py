@@ -122,3 +122,27 @@ def test_include_usage_false_given_by_the_user_is_kept():
     assert [body["stream_options"] for body in bodies] == [{"include_usage": False}] * 2
     assert bodies[1]["temperature"] == 0.5
     assert record.input_tokens is None and other.input_tokens is None
+
+
+def test_a_stop_while_the_model_thinks_keeps_that_model_calls_step_and_drops_the_connection():
+    # chat completions send nothing before the first token: the SDK has no reply to show yet
+    with OpenAIServer([Stream("late", first_token_s=60), Stream("Going on.")]) as server:
+        agent = chat_agent(server)
+        run = nbagent.start(agent, "think hard")
+        server.wait_until(lambda: len(server.requests) == 1)
+        asked = server.requests[0].started
+        wait_until(lambda: time.perf_counter() - asked > 0.2)  # a wait long enough to see in the step
+        stopped = time.perf_counter()
+        assert run.interrupt()
+        record = run.wait(timeout=20)
+        server.wait_until(lambda: server.requests[0].disconnected is not None)
+        assert server.requests[0].disconnected - stopped < DISCONNECT_WITHIN_S
+
+        assert record.status == "interrupted"
+        (thinking,) = record.steps
+        assert thinking.interrupted and not thinking.model_output and thinking.usage_source == "unknown"
+        # the step is the model call's: from before the request went out until the Stop
+        assert thinking.duration_s >= stopped - asked
+
+        more = nbagent.run(agent, "go on", reset=False)
+        assert more.status == "success" and more.output == "Going on."

@@ -141,6 +141,9 @@ def test_the_users_run_hooks_still_get_every_callback():
     seen: list[str] = []
 
     class Hooks(RunHooks):
+        async def on_llm_start(self, context, agent, system_prompt, input_items) -> None:
+            seen.append(f"model {len(input_items)}")
+
         async def on_tool_start(self, context, agent, tool) -> None:
             seen.append(f"start {tool.name}")
 
@@ -158,7 +161,7 @@ def test_the_users_run_hooks_still_get_every_callback():
     model = ScriptedModel([[function_call("add", {"a": 1, "b": 2}, call_id="c1")], [assistant_message("3")]])
     record = nbagent.run(Agent(name="a", model=model, tools=[add]), "1 + 2?", hooks=Hooks())
     assert record.status == "success"
-    assert seen == ["start add", "end add 3", "agent end 3"]
+    assert seen == ["model 1", "start add", "end add 3", "model 3", "agent end 3"]
 
 
 def test_agent_hooks_given_as_run_hooks_get_the_sdks_own_error():

@@ -79,8 +79,8 @@ from nbagent.adapters.openai_agents_stream import (
     ABANDONED_ERROR,
     INTERRUPTED_OUTPUT,
     Translator,
-    noting_tool_starts,
     raising_tool,
+    watching_hooks,
 )
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
@@ -197,8 +197,9 @@ class OpenAIAgentsSource:
         from openai import APIError
 
         translator = Translator(ctx)
-        # A run hook tells which tools the SDK has begun (it announces every call of a turn first).
-        hooks = noting_tool_starts(options.get("hooks"), translator.tools_started)
+        # Run hooks tell which model calls and tools the SDK has begun (it announces every call of a
+        # turn first, and a model call long before its reply's first event).
+        hooks = watching_hooks(options.get("hooks"), translator)
         result: Any = None
         stopped = after_turn = False
         try:
@@ -222,6 +223,7 @@ class OpenAIAgentsSource:
             translator.close()
             raise MaxStepsReached(str(exc)) from exc
         except BaseException as exc:
+            translator.open_unanswered_call()
             if not ctx.scope.interrupted:  # an error, not a Stop: the SDK's own, as it raised it
                 _end_quietly(result)
                 translator.catch_up()

@@ -71,7 +71,8 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
 
     One step per model response, with its usage and the tool calls and handoffs it asked for. The
     run is ``"success"`` when it has a final output, ``"interrupted"`` when a streamed run was
-    cancelled, else ``"error"``.
+    cancelled, else ``"error"``. A handoff whose ``input_filter`` dropped its items from the result
+    is still a handoff (``"ok"``, to the agent that answered next), as in a run through nbagent.
     """
     require_openai_agents()
     if not hasattr(result, "raw_responses") or not hasattr(result, "new_items"):
@@ -93,8 +94,12 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
     for item in result.new_items:
         if getattr(item, "type", None) in ("tool_call_output_item", "handoff_output_item"):
             outputs[raw_field(item.raw_item, "call_id")] = item
-    for response in result.raw_responses:
+    responses = list(result.raw_responses)
+    acting = _acting_agents(result, responses)
+    for number, response in enumerate(responses):
         tokens_in, tokens_out = usage_of(response.usage)
+        went_on = number + 1 < len(responses)
+        next_agent = next((name for name in acting[number + 1 :] if name), "the next agent")
         step = StepRecord(
             number=len(record.steps) + 1,
             kind="action",
@@ -108,7 +113,9 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
         for output in response.output:
             kind = raw_field(output, "type")
             if kind == "function_call":
-                step.tool_calls.append(_tool_call(output, outputs.get(raw_field(output, "call_id")), started))
+                answer = outputs.get(raw_field(output, "call_id"))
+                handed_to = next_agent if went_on and _is_handoff(output, result) else None
+                step.tool_calls.append(_tool_call(output, answer, started, handed_to))
             elif kind == "message":
                 texts.extend(
                     raw_field(c, "text") or ""
@@ -118,6 +125,7 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
         step.model_output = safe_text("".join(texts))
         step.kind = "action" if step.tool_calls else "final"
         record.steps.append(step)
+    _add_usage_outside_turns(record, getattr(getattr(result, "context_wrapper", None), "usage", None))
     if getattr(result, "final_output", None) is not None:
         record.status, record.output = "success", result.final_output
     elif getattr(result, "_cancel_mode", "none") != "none":
@@ -140,7 +148,47 @@ def last_user_text(items: Any) -> str:
     return ""
 
 
-def _tool_call(call: Any, answer: Any, started: datetime) -> ToolCallRecord:
+def _add_usage_outside_turns(record: RunRecord, usage: Any) -> None:
+    """Usage the SDK counted in no response of this run (an agent used as a tool) goes to the
+    last step, as nbagent's own record of such a run has it, so the totals are the SDK's."""
+    total_in, total_out = usage_of(usage)
+    if total_in is None or not record.steps or record.input_tokens is None:
+        return
+    extra_in, extra_out = total_in - record.input_tokens, (total_out or 0) - (record.output_tokens or 0)
+    last = record.steps[-1]
+    if (extra_in > 0 or extra_out > 0) and last.input_tokens is not None:
+        last.input_tokens += max(extra_in, 0)
+        last.output_tokens = (last.output_tokens or 0) + max(extra_out, 0)
+
+
+def _acting_agents(result: Any, responses: list[Any]) -> list[str | None]:
+    """The name of the agent that made each response, where the result's items tell (an item
+    names its agent; a response is matched to its items by their output ids)."""
+    by_id = {
+        raw_field(item.raw_item, "id"): getattr(getattr(item, "agent", None), "name", None)
+        for item in result.new_items
+    }
+    by_id.pop(None, None)
+    return [
+        next((by_id[i] for o in response.output if (i := raw_field(o, "id")) in by_id), None)
+        for response in responses
+    ]
+
+
+def _is_handoff(call: Any, result: Any) -> bool:
+    """A call of a handoff tool: the SDK's default name, or a handoff of an agent the result names."""
+    name = raw_field(call, "name") or ""
+    if name.startswith("transfer_to_"):
+        return True
+    agents = [getattr(item, "agent", None) for item in result.new_items]
+    for agent in [*agents, getattr(result, "last_agent", None)]:
+        for handoff in getattr(agent, "handoffs", None) or ():
+            if getattr(handoff, "tool_name", None) == name:
+                return True
+    return False
+
+
+def _tool_call(call: Any, answer: Any, started: datetime, handed_to: str | None = None) -> ToolCallRecord:
     record = ToolCallRecord(
         call_id=safe_text(raw_field(call, "call_id")),
         tool=safe_text(raw_field(call, "name")),
@@ -148,7 +196,9 @@ def _tool_call(call: Any, answer: Any, started: datetime) -> ToolCallRecord:
         started_at=started,
         start_s=0.0,
     )
-    if answer is None:
+    if answer is None and handed_to is not None:  # its items were dropped by the handoff's filter
+        record.status, record.result = "ok", f"handoff to {handed_to}"
+    elif answer is None:
         record.status = "cancelled"
     elif getattr(answer, "type", None) == "handoff_output_item":
         record.status, record.result = "ok", f"handoff to {answer.target_agent.name}"

@@ -59,6 +59,12 @@ class Translator:
         """The SDK call ids whose tool the SDK has begun (its ``on_tool_start`` hook ran)."""
         self.tools: dict[str, str] = {}
         """SDK call id -> the tool it calls."""
+        self.model_calls = 0
+        """Model calls the SDK began (its ``on_llm_start`` hook), counted on the SDK's task."""
+        self.replies = 0
+        """Model replies this reader has seen begin (``response.created``)."""
+        self.called_at = 0.0
+        """When the SDK began its latest model call."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -74,10 +80,8 @@ class Translator:
     def _raw(self, data: Any) -> None:
         kind = getattr(data, "type", None)
         if kind == "response.created":
-            self.close()
-            self.ctx.start_step("action")
-            self.open, self.calls, self.text = True, 0, ""
-            self.turn_output, self.turn_answers = [], []
+            self.replies += 1
+            self._open_turn()
         elif kind == "response.output_text.delta" and self.open and data.delta:
             self.text += data.delta
             self.ctx.text(data.delta)
@@ -85,6 +89,26 @@ class Translator:
             self.ctx.model_ended()
             self.turn_output = list(getattr(data.response, "output", None) or [])
             self._usage(*usage_of(getattr(data.response, "usage", None)))
+
+    def _open_turn(self, at: float | None = None) -> None:
+        self.close()
+        self.ctx.start_step("action", at=at)
+        self.open, self.calls, self.text = True, 0, ""
+        self.turn_output, self.turn_answers = [], []
+
+    def model_called(self) -> None:
+        """The SDK is about to call the model (on its own task, maybe ahead of this reader)."""
+        self.model_calls += 1
+        self.called_at = time.perf_counter()
+
+    def open_unanswered_call(self) -> None:
+        """At a Stop or an error: a model call the SDK began whose reply never started (a model
+        still thinking, a server that refused) is a step too, from when the call began, so its
+        time is in the record as any other model call's."""
+        if self.model_calls > self.replies:
+            self.replies = self.model_calls
+            self._open_turn(at=max(self.called_at, self.last_t))
+            self.last_t = time.perf_counter()
 
     def resume(self, state: Any) -> None:
         """A run resumed from a ``RunState`` starts with the turn it paused in: one step with the
@@ -232,7 +256,9 @@ class Translator:
         if not self.open:
             return
         self.open = False
-        kind: ev.StepKind = "action" if self.calls else "final"
+        # a turn with no calls is the final answer, unless an error ended it before any text
+        final = not self.calls and (error is None or bool(self.text))
+        kind: ev.StepKind = "final" if final else "action"
         ctx = self.ctx
         ctx.emit(
             ev.StepFinished(
@@ -246,28 +272,33 @@ class Translator:
         )
 
 
-def noting_tool_starts(hooks: Any, started: set[str]) -> Any:
-    """Run hooks that add each tool call id the SDK begins to ``started``, then call ``hooks``'s own
-    (every other callback is ``hooks``'s, unchanged)."""
+def watching_hooks(hooks: Any, translator: Translator) -> Any:
+    """Run hooks that tell ``translator`` each model call and each tool the SDK begins, then call
+    ``hooks``'s own (every other callback is ``hooks``'s, unchanged)."""
     from agents.lifecycle import RunHooks, RunHooksBase
 
     if hooks is not None and not isinstance(hooks, RunHooksBase):
         return hooks  # not run hooks: the SDK refuses them with its own message
 
-    class NotingToolStarts(RunHooks):
+    class Watching(RunHooks):
+        async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
+            translator.model_called()
+            if hooks is not None:
+                await hooks.on_llm_start(context, agent, *args)
+
         async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
             call_id = getattr(context, "tool_call_id", None)
             if call_id is not None:
-                started.add(str(call_id))
+                translator.tools_started.add(str(call_id))
             if hooks is not None:
                 await hooks.on_tool_start(context, agent, tool)
 
-    noting = NotingToolStarts()
+    watching = Watching()
     if hooks is not None:
         for name in vars(RunHooksBase):
-            if name.startswith("on_") and name != "on_tool_start":
-                setattr(noting, name, getattr(hooks, name))
-    return noting
+            if name.startswith("on_") and name not in ("on_tool_start", "on_llm_start"):
+                setattr(watching, name, getattr(hooks, name))
+    return watching
 
 
 def runs_in_thread(agent: Any, tool_name: str) -> bool:
