@@ -209,3 +209,12 @@ def test_a_stop_reaches_a_node_that_swallowed_the_first_cancel() -> None:
     record = run.wait(timeout=60)
     assert record.status == "interrupted"
     assert progress == ["started", "swallowed", "cancelled again"]
+
+
+def test_a_model_that_fails_before_it_says_anything_is_a_step_with_the_error() -> None:
+    graph = create_agent(ScriptedChatModel(replies=[]), tools=[add])
+    record = nbagent.run(graph, "go", display=False)
+    assert record.status == "error" and record.error_type == "IndexError"
+    (failed,) = record.steps  # the node's time and error, though its model never streamed
+    (node,) = failed.tool_calls
+    assert (node.tool, node.status, node.error) == ("model", "error", "the scripted model has no reply left")

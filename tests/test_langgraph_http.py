@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -81,3 +82,22 @@ def test_a_stop_mid_stream_drops_the_connection_even_when_a_chunk_wait_swallows_
             assert run.wait(timeout=60).status == "interrupted"
             request = server.requests[-1]
             server.wait_until(lambda request=request: request.disconnected is not None, timeout=60)
+
+
+def test_a_stop_while_the_model_thinks_keeps_the_node_in_flight_as_a_step_and_drops_the_connection() -> None:
+    with OpenAIServer([Stream("late", first_token_s=60)]) as server:
+        run = nbagent.start(_agent(server), "think hard", display=False, config=_config("t1"))
+        server.wait_until(lambda: len(server.requests) == 1)
+        asked = server.requests[0].started
+        wait_until(lambda: time.perf_counter() - asked > 0.2)  # a wait long enough to see in the step
+        stopped = time.perf_counter()
+        assert run.interrupt() is True
+        record = run.wait(timeout=20)
+        server.wait_until(lambda: server.requests[0].disconnected is not None)
+        assert server.requests[0].disconnected - stopped < 1.0
+
+    assert record.status == "interrupted"
+    (thinking,) = record.steps  # the model node had sent no chunk: its time is still a step
+    assert thinking.interrupted and thinking.duration_s >= stopped - asked
+    (node,) = thinking.tool_calls
+    assert (node.tool, node.status, node.error) == ("model", "cancelled", "interrupted")

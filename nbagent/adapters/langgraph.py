@@ -233,6 +233,7 @@ class LangGraphSource:
             raise MaxStepsReached(safe_text(exc)) from exc
         except BaseException:
             if ctx.scope.interrupted:  # a Stop (or a pause ended unanswered): no call goes on
+                tracker.cut_nodes()
                 tracker.cut_calls()
             raise
         finally:

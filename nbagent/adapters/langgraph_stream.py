@@ -88,6 +88,8 @@ class StepTracker:
         """Requests of a pause that are no model tool call (a question) -> their step."""
         self.tasks: dict[str, tuple[float, bool]] = {}
         """Task id -> (start time, whether it called a model)."""
+        self.running: dict[str, tuple[tuple[str, ...], str]] = {}
+        """Task id -> (namespace, node name) of each node task that has not ended."""
         self.values: Any = None
         self.interrupts: list[Any] = []
 
@@ -100,9 +102,9 @@ class StepTracker:
     def _done(self) -> None:
         self.ctx.step = self.top
 
-    def _start(self, kind: ev.StepKind) -> int:
+    def _start(self, kind: ev.StepKind, at: float | None = None) -> int:
         self.ctx.step = self.top
-        self.top = self.ctx.start_step(kind)
+        self.top = self.ctx.start_step(kind, at=at)
         self.open[self.top] = _Open(kind)
         return self.top
 
@@ -199,11 +201,13 @@ class StepTracker:
     def _task(self, namespace: tuple[str, ...], data: dict[str, Any]) -> None:
         task_id, name = data.get("id"), str(data.get("name"))
         if "input" in data:  # a node starts
+            self.running[task_id] = (namespace, name)
             self.tasks[task_id] = (
                 time.perf_counter(),
                 _is_tool_input(data["input"]) or name in self.tool_nodes,
             )
             return
+        self.running.pop(task_id, None)
         started, quiet = self.tasks.pop(task_id, (time.perf_counter(), False))
         for key in [k for k, m in self.models.items() if m.task_id == task_id]:
             self._model_end(key)  # a reply with no "last" chunk is whole once its node ends
@@ -215,19 +219,31 @@ class StepTracker:
                 self._settle(number, call_id)
             return
         result = data.get("result")
+        if error is not None and not quiet:  # it failed before a model of it said anything
+            self._node_line(namespace, name, task_id, started, None, error=content_text(str(error)))
+            return
         if quiet or error is not None or not result or data.get("interrupts"):
             return
         self._node_line(namespace, name, task_id, started, result)
 
     def _node_line(
-        self, namespace: tuple[str, ...], name: str, task_id: str, started: float, result: Any
+        self,
+        namespace: tuple[str, ...],
+        name: str,
+        task_id: str,
+        started: float,
+        result: Any,
+        error: str | None = None,
     ) -> None:
-        """A node that is neither a model call nor a tool: one compact line, in the newest open
-        step, or in a step of its own."""
-        number = max(self.open) if self.open else self._start("action")
+        """A node that is neither a model call nor a tool (or one that failed before its model
+        said anything): one compact line, in the newest open step, or in a step of its own."""
+        number = max(self.open) if self.open else self._start("action", at=started)
         ctx, call_id = self._at(number), f"node:{task_id}"
         ctx.emit(ev.ToolCallStarted(ctx.run_id, number, started, call_id, _path(namespace, name), None))
-        ctx.tool_finished(call_id, "ok", compact(result))
+        if error is None:
+            ctx.tool_finished(call_id, "ok", compact(result))
+        else:
+            ctx.tool_finished(call_id, "error", error=error)
         if number == self.top and not self.open[number].calls and self.open[number].text is None:
             self.open[number].closable = True
             self._close_ready()
@@ -250,6 +266,24 @@ class StepTracker:
         for step in self.open.values():
             step.closable = True
         self._close_ready()
+        self._done()
+
+    def cut_nodes(self) -> None:
+        """At a Stop: each node still running that has shown nothing yet (a model still thinking
+        before its first token, a slow retriever) is a ``cancelled`` line in a step of its own,
+        from when the node began, so its time is in the record. A tool node's calls and a node
+        that runs a subgraph (its inner nodes are the lines) are not."""
+        parents = {part.split(":", 1)[-1] for namespace, _ in self.running.values() for part in namespace}
+        streaming = {m.task_id for m in self.models.values()}
+        for task_id, (namespace, name) in list(self.running.items()):
+            started, quiet = self.tasks.get(task_id, (time.perf_counter(), False))
+            if quiet or task_id in streaming or task_id in parents:
+                continue
+            number = self._start("action", at=started)
+            ctx, call_id = self._at(number), f"node:{task_id}"
+            ctx.emit(ev.ToolCallStarted(ctx.run_id, number, started, call_id, _path(namespace, name), None))
+            ctx.tool_finished(call_id, "cancelled", error="interrupted")
+        self.running.clear()
         self._done()
 
     def cut_calls(self) -> None:
