@@ -339,6 +339,18 @@ def handoff_filter_drops_items() -> Case:
     return Case(Agent(name="triage", model=model, handoffs=[target]))
 
 
+def handoff_chain_filters_drop_items() -> Case:
+    refunds = Agent(name="refunds", model=scripted(says("refunded", (3, 1))))
+    billing_agent = Agent(
+        name="billing",
+        model=scripted(calls(("transfer_to_refunds", {}, "h2"))),
+        handoffs=[handoff(refunds, input_filter=drop_everything)],
+    )
+    first = handoff(billing_agent, input_filter=drop_everything)
+    model = scripted(calls(("transfer_to_billing", {}, "h1")))
+    return Case(Agent(name="triage", model=model, handoffs=[first]))
+
+
 def handoff_remove_all_tools() -> Case:
     model = scripted(calls(("multiply", {"a": 2, "b": 2}, "m1")), calls(("transfer_to_billing", {}, "h1")))
     target = handoff(billing(), input_filter=remove_all_tools)
@@ -558,8 +570,9 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         tool_not_found, tool_with_bad_arguments, stop_on_first_tool, stop_at_tool_names,
         custom_tool_use_behavior, custom_behavior_runs_again, structured_output,
         structured_output_invalid, list_output, typed_dict_output, tool_then_structured_output, refusal,
-        handoff_chain, tool_then_handoff, handoff_filter_drops_items, handoff_remove_all_tools,
-        handoff_invalid_filter, handoff_with_input, nested_handoffs, input_guardrail_tripped,
+        handoff_chain, tool_then_handoff, handoff_filter_drops_items, handoff_chain_filters_drop_items,
+        handoff_remove_all_tools, handoff_invalid_filter, handoff_with_input, nested_handoffs,
+        input_guardrail_tripped,
         blocking_input_guardrail_tripped, input_guardrail_passes, run_config_input_guardrail,
         output_guardrail_tripped, output_guardrail_passes, max_turns_reached, max_turns_none,
         max_turns_handler, list_input, list_input_with_content_parts, model_error,

@@ -258,6 +258,19 @@ def test_the_deprecated_timeout_s_is_a_deadline_of_the_runs_limits():
     assert deadline_limits(None, 5) == nbagent.Limits(max_seconds=5)
 
 
+def test_timeout_s_keeps_the_configured_limits_and_warns_the_line_that_wrote_it():
+    nbagent.configure(limits=nbagent.Limits(max_tool_calls=3))
+    try:
+        with pytest.warns(DeprecationWarning) as caught:
+            handle = batch(quick_agent, ["a"], timeout_s=30, limits=None)  # None: the default
+            run_batch(quick_agent, ["b"], timeout_s=30)
+        handle.wait(timeout=60)
+    finally:
+        nbagent.configure(limits=None)
+    assert handle.run_of(0).limits == nbagent.Limits(max_seconds=30, max_tool_calls=3)
+    assert [w.filename for w in caught] == [__file__, __file__]
+
+
 def test_an_empty_batch_is_done_at_once():
     frame = run_batch(quick_agent, [])
     assert len(frame) == 0 and "status" in frame.columns

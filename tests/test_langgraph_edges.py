@@ -4,7 +4,8 @@ take: each refused with its reason, none leaving a thread a model API would reje
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -218,3 +219,52 @@ def test_a_model_that_fails_before_it_says_anything_is_a_step_with_the_error() -
     (failed,) = record.steps  # the node's time and error, though its model never streamed
     (node,) = failed.tool_calls
     assert (node.tool, node.status, node.error) == ("model", "error", "the scripted model has no reply left")
+
+
+def test_a_tool_node_under_another_name_stopped_mid_tool_shows_its_call_once() -> None:
+    """LangGraph's classic tutorial names its ``ToolNode`` ``action``: still a tool node."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    model = ScriptedChatModel(replies=[reply("", [("hang", {"seconds": 30})]), reply("after")])
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("action", ToolNode([hang]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition, {"tools": "action", END: END})
+    builder.add_edge("action", "agent")
+    started = len(STARTED)
+    run = nbagent.start(builder.compile(), "wait", display=False)
+    wait_until(lambda: len(STARTED) > started, timeout=20)
+    run.interrupt("now")
+    record = run.wait(timeout=20)
+    assert record.status == "interrupted"
+    assert [[(c.tool, c.status) for c in s.tool_calls] for s in record.steps] == [[("hang", "cancelled")]]
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def test_a_failing_node_inside_a_subgraph_is_one_line_named_by_its_path() -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    def fail(state: Log) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    inner = StateGraph(Log)
+    inner.add_node("fail", fail)
+    inner.add_edge(START, "fail")
+    inner.add_edge("fail", END)
+    outer = StateGraph(Log)
+    outer.add_node("researcher", inner.compile())
+    outer.add_edge(START, "researcher")
+    outer.add_edge("researcher", END)
+    record = nbagent.run(outer.compile(), {"log": []}, display=False)
+    assert record.status == "error" and record.error_type == "ValueError"
+    lines = [(c.tool, c.status, c.error) for s in record.steps for c in s.tool_calls]
+    assert lines == [("researcher › fail", "error", "boom")]

@@ -132,3 +132,47 @@ def test_an_openai_api_error_is_a_model_error_with_the_sdks_type_message_and_sta
     raised_in_run = model_error(error, record.model)
     assert str(raised_in_run) == str(raised.value)
     assert (raised_in_run.status_code, raised_in_run.retryable) == (status_code, retryable)
+
+
+def test_a_retried_model_call_is_one_step_and_a_model_still_thinking_at_the_stop_keeps_its_step():
+    import threading
+
+    from agents.retry import ModelRetrySettings
+    from conftest import wait_until
+    from openai.types.responses import Response, ResponseCreatedEvent
+    from openai_agents_scenarios import calls, scripted
+
+    created = ResponseCreatedEvent.model_construct(
+        type="response.created", sequence_number=0, response=Response.model_construct(id="r1", output=[])
+    )
+
+    async def reset_after_it_began(call):
+        yield created
+        raise ConnectionError("reset")  # the SDK may retry: only response.created was sent
+
+    thinking = threading.Event()
+
+    async def thinks(call):
+        thinking.set()
+        await asyncio.sleep(60)
+        yield created
+
+    @function_tool
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    model = scripted(
+        ModelStep.stream(reset_after_it_began), calls(("ping", {}, "c1")), ModelStep.stream(thinks)
+    )
+    retry = ModelRetrySettings(max_retries=2, policy=lambda context: True)
+    agent = Agent(name="retried", model=model, tools=[ping], model_settings=ModelSettings(retry=retry))
+    run = nbagent.start(agent, "go")
+    wait_until(thinking.is_set)
+    assert run.interrupt()
+    record = run.wait(timeout=20)
+
+    assert record.status == "interrupted" and len(model.calls) == 3
+    first, second = record.steps  # the retry is the same model call: one step, one retry
+    assert first.retries == 1 and [(c.tool, c.status) for c in first.tool_calls] == [("ping", "ok")]
+    assert second.interrupted and not second.tool_calls and second.duration_s >= 0

@@ -69,7 +69,7 @@ from nbagent.adapters.langgraph_records import (
     records_from_langgraph,
     require_langgraph,
 )
-from nbagent.adapters.langgraph_stream import StepTracker
+from nbagent.adapters.langgraph_stream import StepTracker, tool_nodes_of
 from nbagent.adapters.langgraph_threads import prepare_thread, resumes
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
@@ -202,7 +202,7 @@ class LangGraphSource:
             "interrupt_after": interrupt_after, "durability": durability,
         }  # fmt: skip
         kwargs = {name: value for name, value in kwargs.items() if value is not None}
-        tracker = StepTracker(ctx)
+        tracker = StepTracker(ctx, tool_nodes_of(self.graph))
         graph_input = self._input(task)
         control = RunControl()
         watcher = asyncio.ensure_future(_drain_on_stop(ctx, control))

@@ -36,6 +36,18 @@ TOOL_NODES = frozenset({"tools"})
 """Node names of tool nodes (``create_agent``, ``create_react_agent``, ``ToolNode`` by default)."""
 
 
+def tool_nodes_of(graph: Any) -> frozenset[str]:
+    """The names of ``graph``'s tool nodes: its ``ToolNode``s under any name (LangGraph's classic
+    tutorial calls one ``action``), and the default name, which subgraphs use."""
+    try:
+        from langgraph.prebuilt import ToolNode
+    except ImportError:  # pragma: no cover - the prebuilt module ships with langgraph
+        return TOOL_NODES
+    nodes = getattr(graph, "nodes", None) or {}
+    named = {name for name, node in nodes.items() if isinstance(getattr(node, "bound", None), ToolNode)}
+    return TOOL_NODES | named
+
+
 @dataclass
 class _Open:
     """A step not finished yet."""
@@ -90,6 +102,9 @@ class StepTracker:
         """Task id -> (start time, whether it called a model)."""
         self.running: dict[str, tuple[tuple[str, ...], str]] = {}
         """Task id -> (namespace, node name) of each node task that has not ended."""
+        self.parents: set[str] = set()
+        """Task ids of nodes that run a subgraph (named in an inner node's namespace): their inner
+        nodes are the lines, so the parent never gets one of its own."""
         self.values: Any = None
         self.interrupts: list[Any] = []
 
@@ -202,6 +217,7 @@ class StepTracker:
         task_id, name = data.get("id"), str(data.get("name"))
         if "input" in data:  # a node starts
             self.running[task_id] = (namespace, name)
+            self.parents.update(part.split(":", 1)[-1] for part in namespace)
             self.tasks[task_id] = (
                 time.perf_counter(),
                 _is_tool_input(data["input"]) or name in self.tool_nodes,
@@ -219,7 +235,7 @@ class StepTracker:
                 self._settle(number, call_id)
             return
         result = data.get("result")
-        if error is not None and not quiet:  # it failed before a model of it said anything
+        if error is not None and not quiet and task_id not in self.parents:  # failed before its model spoke
             self._node_line(namespace, name, task_id, started, None, error=content_text(str(error)))
             return
         if quiet or error is not None or not result or data.get("interrupts"):
@@ -273,11 +289,10 @@ class StepTracker:
         before its first token, a slow retriever) is a ``cancelled`` line in a step of its own,
         from when the node began, so its time is in the record. A tool node's calls and a node
         that runs a subgraph (its inner nodes are the lines) are not."""
-        parents = {part.split(":", 1)[-1] for namespace, _ in self.running.values() for part in namespace}
         streaming = {m.task_id for m in self.models.values()}
         for task_id, (namespace, name) in list(self.running.items()):
             started, quiet = self.tasks.get(task_id, (time.perf_counter(), False))
-            if quiet or task_id in streaming or task_id in parents:
+            if quiet or task_id in streaming or task_id in self.parents:
                 continue
             number = self._start("action", at=started)
             ctx, call_id = self._at(number), f"node:{task_id}"

@@ -96,10 +96,11 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
             outputs[raw_field(item.raw_item, "call_id")] = item
     responses = list(result.raw_responses)
     acting = _acting_agents(result, responses)
+    agents = _known_agents(result)
     for number, response in enumerate(responses):
         tokens_in, tokens_out = usage_of(response.usage)
         went_on = number + 1 < len(responses)
-        next_agent = next((name for name in acting[number + 1 :] if name), "the next agent")
+        next_agent = acting[number + 1] if went_on else None
         step = StepRecord(
             number=len(record.steps) + 1,
             kind="action",
@@ -114,7 +115,7 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
             kind = raw_field(output, "type")
             if kind == "function_call":
                 answer = outputs.get(raw_field(output, "call_id"))
-                handed_to = next_agent if went_on and _is_handoff(output, result) else None
+                handed_to = _handoff_target(output, agents, next_agent) if went_on else None
                 step.tool_calls.append(_tool_call(output, answer, started, handed_to))
             elif kind == "message":
                 texts.extend(
@@ -163,29 +164,52 @@ def _add_usage_outside_turns(record: RunRecord, usage: Any) -> None:
 
 def _acting_agents(result: Any, responses: list[Any]) -> list[str | None]:
     """The name of the agent that made each response, where the result's items tell (an item
-    names its agent; a response is matched to its items by their output ids)."""
+    names its agent; a response is matched to its items by output ids that only one item has:
+    chat-completions models give every item the same placeholder id)."""
+    ids = [raw_field(item.raw_item, "id") for item in result.new_items]
     by_id = {
-        raw_field(item.raw_item, "id"): getattr(getattr(item, "agent", None), "name", None)
-        for item in result.new_items
+        i: getattr(getattr(item, "agent", None), "name", None)
+        for i, item in zip(ids, result.new_items, strict=True)
+        if i is not None and ids.count(i) == 1
     }
-    by_id.pop(None, None)
     return [
         next((by_id[i] for o in response.output if (i := raw_field(o, "id")) in by_id), None)
         for response in responses
     ]
 
 
-def _is_handoff(call: Any, result: Any) -> bool:
-    """A call of a handoff tool: the SDK's default name, or a handoff of an agent the result names."""
+def _known_agents(result: Any) -> list[Any]:
+    """The agents the result names (its items', its last agent) and those their handoffs reach."""
+    found: list[Any] = []
+    todo = [getattr(item, "agent", None) for item in result.new_items]
+    todo.append(getattr(result, "last_agent", None))
+    while todo:
+        agent = todo.pop()
+        if agent is None or any(agent is known for known in found):
+            continue
+        found.append(agent)
+        todo.extend(h for h in getattr(agent, "handoffs", None) or () if not hasattr(h, "tool_name"))
+    return found
+
+
+def _handoff_target(call: Any, agents: list[Any], next_agent: str | None) -> str | None:
+    """For a call the run went on past without an answer: the agent it handed off to, or None
+    when it is no handoff call (a function tool of an agent the result names). A handoff of an
+    agent the result no longer names (its ``input_filter`` dropped its items) is known by the
+    SDK's default tool name, ``transfer_to_<agent>``."""
+    from agents import handoff as as_handoff
+
     name = raw_field(call, "name") or ""
+    for agent in agents:
+        for target in getattr(agent, "handoffs", None) or ():
+            described = target if hasattr(target, "tool_name") else as_handoff(target)
+            if described.tool_name == name:
+                return str(described.agent_name)
+        if any(getattr(tool, "name", None) == name for tool in getattr(agent, "tools", None) or ()):
+            return None
     if name.startswith("transfer_to_"):
-        return True
-    agents = [getattr(item, "agent", None) for item in result.new_items]
-    for agent in [*agents, getattr(result, "last_agent", None)]:
-        for handoff in getattr(agent, "handoffs", None) or ():
-            if getattr(handoff, "tool_name", None) == name:
-                return True
-    return False
+        return next_agent or name.removeprefix("transfer_to_")
+    return None
 
 
 def _tool_call(call: Any, answer: Any, started: datetime, handed_to: str | None = None) -> ToolCallRecord:

@@ -59,12 +59,16 @@ class Translator:
         """The SDK call ids whose tool the SDK has begun (its ``on_tool_start`` hook ran)."""
         self.tools: dict[str, str] = {}
         """SDK call id -> the tool it calls."""
+        self.awaiting_reply: float | None = None
+        """When the SDK began a model call (its ``on_llm_start`` hook) whose reply this reader has
+        not seen begin (``response.created``) yet. The SDK starts a turn only once this reader
+        took the last event of the one before, so the hook never runs ahead of a turn unread; a
+        retry after ``response.created`` begins no second call here."""
         self.model_calls = 0
-        """Model calls the SDK began (its ``on_llm_start`` hook), counted on the SDK's task."""
-        self.replies = 0
-        """Model replies this reader has seen begin (``response.created``)."""
-        self.called_at = 0.0
-        """When the SDK began its latest model call."""
+        """How many model calls the SDK began (``on_llm_start``)."""
+        self.turn_call = 0
+        """``model_calls`` when the open turn's reply began: a reply that begins again without a
+        new call is the SDK retrying that call (the same step, one more retry)."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -75,13 +79,18 @@ class Translator:
             self._item(event.name, event.item)
         elif kind == "agent_updated_stream_event":
             self._handed_off(getattr(event.new_agent, "name", "agent"))
-        self.last_t = t
+        self.last_t = max(self.last_t, t)
 
     def _raw(self, data: Any) -> None:
         kind = getattr(data, "type", None)
         if kind == "response.created":
-            self.replies += 1
-            self._open_turn()
+            self.awaiting_reply = None
+            if self.open and self.model_calls and self.turn_call == self.model_calls:
+                self.text, self.turn_output = "", []  # what the failed attempt said is dropped
+                self.ctx.retrying(1, 0.0, "the SDK retried the model call")
+            else:
+                self.turn_call = self.model_calls
+                self._open_turn()
         elif kind == "response.output_text.delta" and self.open and data.delta:
             self.text += data.delta
             self.ctx.text(data.delta)
@@ -95,20 +104,21 @@ class Translator:
         self.ctx.start_step("action", at=at)
         self.open, self.calls, self.text = True, 0, ""
         self.turn_output, self.turn_answers = [], []
+        self.last_t = time.perf_counter()  # a turn ends no earlier than it began
 
     def model_called(self) -> None:
-        """The SDK is about to call the model (on its own task, maybe ahead of this reader)."""
+        """The SDK is about to call the model (on its own task)."""
         self.model_calls += 1
-        self.called_at = time.perf_counter()
+        self.awaiting_reply = time.perf_counter()
 
     def open_unanswered_call(self) -> None:
         """At a Stop or an error: a model call the SDK began whose reply never started (a model
         still thinking, a server that refused) is a step too, from when the call began, so its
         time is in the record as any other model call's."""
-        if self.model_calls > self.replies:
-            self.replies = self.model_calls
-            self._open_turn(at=max(self.called_at, self.last_t))
-            self.last_t = time.perf_counter()
+        if self.awaiting_reply is not None:
+            called_at, self.awaiting_reply = self.awaiting_reply, None
+            self.turn_call = self.model_calls
+            self._open_turn(at=max(called_at, self.last_t))
 
     def resume(self, state: Any) -> None:
         """A run resumed from a ``RunState`` starts with the turn it paused in: one step with the

@@ -118,27 +118,21 @@ def batch(
             f"make_agent must be a function that returns a fresh agent, not a {type(make_agent).__name__} "
             "(agents keep memory, so each task needs its own: pass `lambda: make(...)`)"
         )
-    if timeout_s is not None:
-        start_options["limits"] = deadline_limits(start_options.get("limits", settings.limits), timeout_s)
-        warnings.warn(
-            "batch(timeout_s=) is deprecated: pass limits=nbagent.Limits(max_seconds=...), which it "
-            "now sets; a task it cuts ends 'limit' with stop_reason 'max_seconds' (was 'interrupted' "
-            "/ 'timeout'), and a wait for a person's approval no longer counts",
-            DeprecationWarning,
-            stacklevel=2,
-        )
     from nbagent.batches.guards import batch_store
 
+    items, concurrency, skip = task_items(tasks, key=key), check_concurrency(concurrency), check_skip(skip)
     store = batch_store(store if store is not None else settings.store)
+    if timeout_s is not None:  # checked like the rest before it warns
+        fold_timeout(start_options, timeout_s, stacklevel=3)
     handle = Batch(
         make_agent,
-        task_items(tasks, key=key),
+        items,
         backend=backend if backend is not None else LocalBackend(),
-        concurrency=check_concurrency(concurrency),
+        concurrency=concurrency,
         store=store,
         name=name,
         score=score,
-        skip=check_skip(skip),
+        skip=skip,
         start_options=start_options,
     )
     handle.hold_name()
@@ -160,7 +154,27 @@ def run_batch(make_agent: Callable[..., Any], tasks: Any, **options: Any) -> pd.
     """``batch(...)`` and wait for its frame, blocking (arguments as for ``batch``). Ctrl-C stops
     the batch (every live run interrupted, the rest skipped), waits for the records, then raises
     ``BatchStoppedByKeyboard`` (a ``KeyboardInterrupt`` whose ``.batch`` has the frame)."""
+    timeout_s = options.pop("timeout_s", None)
+    if timeout_s is not None:
+        fold_timeout(options, timeout_s, stacklevel=3)
     return batch(make_agent, tasks, **options).wait()
+
+
+def fold_timeout(start_options: dict[str, Any], timeout_s: float, *, stacklevel: int) -> None:
+    """The deprecated ``timeout_s`` as what it now is, a deadline in the runs' limits (on top of
+    the ``limits`` given, else the ``configure(limits=)`` default); warns the caller of
+    ``batch``/``run_batch`` (``stacklevel``)."""
+    from nbagent.config import settings
+
+    given = start_options.get("limits")
+    start_options["limits"] = deadline_limits(settings.limits if given is None else given, timeout_s)
+    warnings.warn(
+        "batch(timeout_s=) is deprecated: pass limits=nbagent.Limits(max_seconds=...), which it now "
+        "sets; a task it cuts ends 'limit' with stop_reason 'max_seconds' (was 'interrupted' / "
+        "'timeout'), and a wait for a person's approval no longer counts",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 __getattr__ = lazy_attributes(__name__, {"RayBackend": "ray"})
