@@ -4,8 +4,7 @@ take: each refused with its reason, none leaving a thread a model API would reje
 from __future__ import annotations
 
 import asyncio
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
@@ -17,7 +16,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_fakes import ScriptedChatModel, reply
-from langgraph_scenarios import _ask_graph, _hitl_agent, add
+from langgraph_scenarios import MapState, _ask_graph, _failing_graph, _hitl_agent, add
 
 import nbagent
 from nbagent.adapters.langgraph_threads import INTERRUPTED_OUTPUT
@@ -246,25 +245,13 @@ def test_a_tool_node_under_another_name_stopped_mid_tool_shows_its_call_once() -
     assert [[(c.tool, c.status) for c in s.tool_calls] for s in record.steps] == [[("hang", "cancelled")]]
 
 
-class Log(TypedDict):
-    log: Annotated[list[str], operator.add]
-
-
 def test_a_failing_node_inside_a_subgraph_is_one_line_named_by_its_path() -> None:
-    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph import START, StateGraph
 
-    def fail(state: Log) -> dict[str, Any]:
-        raise ValueError("boom")
-
-    inner = StateGraph(Log)
-    inner.add_node("fail", fail)
-    inner.add_edge(START, "fail")
-    inner.add_edge("fail", END)
-    outer = StateGraph(Log)
-    outer.add_node("researcher", inner.compile())
+    outer = StateGraph(MapState)
+    outer.add_node("researcher", _failing_graph())
     outer.add_edge(START, "researcher")
-    outer.add_edge("researcher", END)
-    record = nbagent.run(outer.compile(), {"log": []}, display=False)
-    assert record.status == "error" and record.error_type == "ValueError"
+    record = nbagent.run(outer.compile(), {"topics": []}, display=False)
+    assert record.status == "error" and record.error_type == "RuntimeError"
     lines = [(c.tool, c.status, c.error) for s in record.steps for c in s.tool_calls]
-    assert lines == [("researcher › fail", "error", "boom")]
+    assert lines == [("researcher › fail", "error", "the node failed")]
