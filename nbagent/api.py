@@ -23,7 +23,7 @@ from typing import Any
 from nbagent import records
 from nbagent.adapters import as_source
 from nbagent.config import UNCHANGED, Settings, settings
-from nbagent.guardrails.approvals import ApprovalPolicy
+from nbagent.guardrails.approvals import ApprovalPolicy, check_approval_timeout
 from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
 from nbagent.runtime.cancel import InterruptMode
@@ -235,15 +235,7 @@ def configure(
             raise TypeError(f"limits must be nbagent.Limits(...) or None, not {type(limits).__name__}")
         settings.limits = limits
     if approval_timeout_s is not UNCHANGED:
-        if approval_timeout_s is not None and (
-            isinstance(approval_timeout_s, bool)
-            or not isinstance(approval_timeout_s, (int, float))
-            or not approval_timeout_s > 0
-        ):
-            raise ValueError(
-                f"approval_timeout_s must be a positive number or None, not {approval_timeout_s!r}"
-            )
-        settings.approval_timeout_s = approval_timeout_s
+        settings.approval_timeout_s = check_approval_timeout(approval_timeout_s)
     if store is not UNCHANGED:
         settings.store = store
     if display is not UNCHANGED:

@@ -59,6 +59,17 @@ class _Open:
 
 
 @dataclass
+class _Node:
+    """A node task that has started and not ended."""
+
+    namespace: tuple[str, ...]
+    name: str
+    started: float
+    quiet: bool
+    """A tool node, or a node whose model streamed: its calls or its step show it, not a line."""
+
+
+@dataclass
 class _Model:
     """One model call in progress."""
 
@@ -98,10 +109,8 @@ class StepTracker:
         self.denied: set[str] = set()
         self.asking: dict[str, int] = {}
         """Requests of a pause that are no model tool call (a question) -> their step."""
-        self.tasks: dict[str, tuple[float, bool]] = {}
-        """Task id -> (start time, whether it called a model)."""
-        self.running: dict[str, tuple[tuple[str, ...], str]] = {}
-        """Task id -> (namespace, node name) of each node task that has not ended."""
+        self.tasks: dict[str, _Node] = {}
+        """The node tasks running now, by task id."""
         self.parents: set[str] = set()
         """Task ids of nodes that run a subgraph (named in an inner node's namespace): their inner
         nodes are the lines, so the parent never gets one of its own."""
@@ -151,7 +160,7 @@ class StepTracker:
         if call is None:
             task_id = _task_of(meta)
             if task_id in self.tasks:
-                self.tasks[task_id] = (self.tasks[task_id][0], True)
+                self.tasks[task_id].quiet = True
             call = self.models[key] = _Model(self._start("action"), task_id)
         text = content_text(message.content)
         if text:
@@ -216,15 +225,12 @@ class StepTracker:
     def _task(self, namespace: tuple[str, ...], data: dict[str, Any]) -> None:
         task_id, name = data.get("id"), str(data.get("name"))
         if "input" in data:  # a node starts
-            self.running[task_id] = (namespace, name)
             self.parents.update(part.split(":", 1)[-1] for part in namespace)
-            self.tasks[task_id] = (
-                time.perf_counter(),
-                _is_tool_input(data["input"]) or name in self.tool_nodes,
-            )
+            quiet = _is_tool_input(data["input"]) or name in self.tool_nodes
+            self.tasks[task_id] = _Node(namespace, name, time.perf_counter(), quiet)
             return
-        self.running.pop(task_id, None)
-        started, quiet = self.tasks.pop(task_id, (time.perf_counter(), False))
+        node = self.tasks.pop(task_id, None)
+        started, quiet = (node.started, node.quiet) if node is not None else (time.perf_counter(), False)
         for key in [k for k, m in self.models.items() if m.task_id == task_id]:
             self._model_end(key)  # a reply with no "last" chunk is whole once its node ends
         error = data.get("error")
@@ -289,16 +295,14 @@ class StepTracker:
         before its first token, a slow retriever) is a ``cancelled`` line in a step of its own,
         from when the node began, so its time is in the record. A tool node's calls and a node
         that runs a subgraph (its inner nodes are the lines) are not."""
-        streaming = {m.task_id for m in self.models.values()}
-        for task_id, (namespace, name) in list(self.running.items()):
-            started, quiet = self.tasks.get(task_id, (time.perf_counter(), False))
-            if quiet or task_id in streaming or task_id in self.parents:
+        for task_id, node in self.tasks.items():
+            if node.quiet or task_id in self.parents:
                 continue
-            number = self._start("action", at=started)
-            ctx, call_id = self._at(number), f"node:{task_id}"
-            ctx.emit(ev.ToolCallStarted(ctx.run_id, number, started, call_id, _path(namespace, name), None))
+            number = self._start("action", at=node.started)
+            ctx, call_id, path = self._at(number), f"node:{task_id}", _path(node.namespace, node.name)
+            ctx.emit(ev.ToolCallStarted(ctx.run_id, number, node.started, call_id, path, None))
             ctx.tool_finished(call_id, "cancelled", error="interrupted")
-        self.running.clear()
+        self.tasks.clear()
         self._done()
 
     def cut_calls(self) -> None:

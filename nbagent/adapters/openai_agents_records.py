@@ -13,6 +13,7 @@ model, a stream without usage), so that pair is read as unknown, never as zero.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
@@ -167,10 +168,11 @@ def _acting_agents(result: Any, responses: list[Any]) -> list[str | None]:
     names its agent; a response is matched to its items by output ids that only one item has:
     chat-completions models give every item the same placeholder id)."""
     ids = [raw_field(item.raw_item, "id") for item in result.new_items]
+    seen = Counter(ids)
     by_id = {
         i: getattr(getattr(item, "agent", None), "name", None)
         for i, item in zip(ids, result.new_items, strict=True)
-        if i is not None and ids.count(i) == 1
+        if i is not None and seen[i] == 1
     }
     return [
         next((by_id[i] for o in response.output if (i := raw_field(o, "id")) in by_id), None)

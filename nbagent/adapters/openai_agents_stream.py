@@ -62,13 +62,11 @@ class Translator:
         self.awaiting_reply: float | None = None
         """When the SDK began a model call (its ``on_llm_start`` hook) whose reply this reader has
         not seen begin (``response.created``) yet. The SDK starts a turn only once this reader
-        took the last event of the one before, so the hook never runs ahead of a turn unread; a
-        retry after ``response.created`` begins no second call here."""
-        self.model_calls = 0
-        """How many model calls the SDK began (``on_llm_start``)."""
-        self.turn_call = 0
-        """``model_calls`` when the open turn's reply began: a reply that begins again without a
-        new call is the SDK retrying that call (the same step, one more retry)."""
+        took the last event of the one before, so the hook never runs ahead of a turn unread. A
+        reply that begins again with no call begun since is the SDK retrying that call (the same
+        step, one more retry)."""
+        self.hooked = False
+        """The SDK has told of a model call (its run hooks are nbagent's)."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -84,13 +82,12 @@ class Translator:
     def _raw(self, data: Any) -> None:
         kind = getattr(data, "type", None)
         if kind == "response.created":
-            self.awaiting_reply = None
-            if self.open and self.model_calls and self.turn_call == self.model_calls:
+            if self.open and self.hooked and self.awaiting_reply is None:
                 self.text, self.turn_output = "", []  # what the failed attempt said is dropped
                 self.ctx.retrying(1, 0.0, "the SDK retried the model call")
             else:
-                self.turn_call = self.model_calls
                 self._open_turn()
+            self.awaiting_reply = None
         elif kind == "response.output_text.delta" and self.open and data.delta:
             self.text += data.delta
             self.ctx.text(data.delta)
@@ -108,7 +105,7 @@ class Translator:
 
     def model_called(self) -> None:
         """The SDK is about to call the model (on its own task)."""
-        self.model_calls += 1
+        self.hooked = True
         self.awaiting_reply = time.perf_counter()
 
     def open_unanswered_call(self) -> None:
@@ -117,7 +114,6 @@ class Translator:
         time is in the record as any other model call's."""
         if self.awaiting_reply is not None:
             called_at, self.awaiting_reply = self.awaiting_reply, None
-            self.turn_call = self.model_calls
             self._open_turn(at=max(called_at, self.last_t))
 
     def resume(self, state: Any) -> None:

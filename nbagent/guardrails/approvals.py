@@ -107,15 +107,24 @@ class PendingApproval:
     "allowed": [...]}`` or ``{"kind": "text"}`` (the view shows the matching controls)."""
 
 
+def check_approval_timeout(timeout_s: Any) -> float | None:
+    """``approval_timeout_s`` as given (``None``: no end), or a ``ValueError`` saying what it takes."""
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0
+    ):
+        raise ValueError(
+            f"approval_timeout_s must be a positive number of seconds or None, not {timeout_s!r}"
+        )
+    return timeout_s
+
+
 class Approvals:
     """The pending approvals of one run. ``request`` and ``wait`` run on the runner's loop;
     ``decide`` and ``pending`` may be used from any thread."""
 
     def __init__(self, policy: ApprovalPolicy = None, timeout_s: float | None = None) -> None:
-        if timeout_s is not None and (isinstance(timeout_s, bool) or not timeout_s > 0):
-            raise ValueError(f"approval_timeout_s must be a positive number of seconds, not {timeout_s!r}")
+        self.timeout_s = check_approval_timeout(timeout_s)
         self.policy = check_policy(policy)
-        self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._pending: dict[str, PendingApproval] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
