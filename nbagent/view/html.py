@@ -87,13 +87,13 @@ STYLE = """<style>
 .nbagent-stephead > b { min-width: 3.6em; }
 .nbagent-kind { min-width: 6.2em; }
 .nbagent-bar { position: relative; display: inline-block; height: 6px; width: 220px; border-radius: 3px;
-  flex: none; background: var(--jp-border-color2, rgba(128,128,128,.25)); }
+  flex: none; overflow: hidden; background: var(--jp-border-color2, rgba(128,128,128,.25)); }
 .nbagent-bar > span { position: absolute; top: 0; height: 6px; border-radius: 3px; min-width: 2px;
   background: var(--jp-brand-color2, #64b5f6);
-  left: calc(var(--nbagent-start) / var(--nbagent-total) * 100%);
-  width: calc(var(--nbagent-span) / var(--nbagent-total) * 100%); }
+  left: min(calc(var(--nbagent-start) / var(--nbagent-total) * 100%), calc(100% - 2px));
+  width: min(calc(var(--nbagent-span) / var(--nbagent-total) * 100%), 100%); }
 .nbagent-bar > span.nbagent-live {
-  width: calc((var(--nbagent-total) - var(--nbagent-start)) / var(--nbagent-total) * 100%); }
+  width: max(calc((var(--nbagent-total) - var(--nbagent-start)) / var(--nbagent-total) * 100%), 2px); }
 .nbagent-bar > span.nbagent-cut { background: var(--jp-warn-color2, #ffb74d); }
 .nbagent-bar > span.nbagent-failed { background: var(--jp-error-color2, #e57373); }
 .nbagent-text { white-space: pre-wrap; overflow-wrap: anywhere; margin: 4px 0 2px;
@@ -334,10 +334,8 @@ def _status(record: RunRecord) -> str:
 def record_html(record: RunRecord, *, style: bool = True) -> str:
     """A whole run as one static HTML fragment, without buttons: it is what a saved notebook keeps
     of a live view, and nothing in it can be clicked any more."""
-    if record.duration_s is not None:
-        total = record.duration_s
-    else:
-        total = max((s.end_s or s.start_s for s in record.steps), default=0.0)
+    # A step's bar may not end past the run's: the last step can close a hair after the run's clock.
+    total = max([record.duration_s or 0.0, *(s.end_s or s.start_s for s in record.steps)])
     head = head_html(
         record.agent, record.model, _status(record), record.duration_s, queued_after=record.queued_after
     )

@@ -1,0 +1,58 @@
+"""Step bars stay inside their track in a real browser, however short the run: a run of a few
+milliseconds, and one whose last step closed after the run's own clock, with a cut step whose
+"cut at" label sits right of the bar (headless Debian Chromium, the static HTML a saved notebook
+keeps)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import add, fast_model
+from test_browser_e2e import CHROMIUM, CHROMIUM_ARGS
+
+import nbagent
+from nbagent.models import ToolCall
+from nbagent.view.html import record_html
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
+playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the test-all extra (playwright)")
+
+MEASURE = """() => [...document.querySelectorAll('.nbagent-bar')].map(bar => {
+  const track = bar.getBoundingClientRect();
+  const fill = bar.firstElementChild.getBoundingClientRect();
+  const foot = bar.parentElement.querySelector('.nbagent-foot').getBoundingClientRect();
+  return {track_left: track.left, track_right: track.right, fill_left: fill.left,
+          fill_right: fill.right, foot_left: foot.left};
+})"""
+
+
+def short_runs() -> list[nbagent.RunRecord]:
+    agent = nbagent.Agent(fast_model([[ToolCall("add", {"a": 1, "b": 2})], "3"]), tools=[add])
+    record = nbagent.run(agent, "add", display=False)
+    assert record.status == "success" and record.duration_s < 0.5
+    last = record.steps[-1]
+    cut = dataclasses.replace(last, interrupted=True, end_s=last.end_s + 0.004)
+    late = dataclasses.replace(record, steps=[*record.steps[:-1], cut], duration_s=last.start_s)
+    return [record, late]
+
+
+def test_step_bars_of_a_very_short_run_stay_inside_their_track() -> None:
+    pages = [record_html(record) for record in short_runs()]
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            for html in pages:
+                page.set_content(f"<html><body>{html}</body></html>")
+                bars = page.evaluate(MEASURE)
+                assert len(bars) == 2
+                for bar in bars:
+                    assert bar["track_left"] - 0.5 <= bar["fill_left"] <= bar["fill_right"]
+                    assert bar["fill_right"] <= bar["track_right"] + 0.5, bar
+                    assert bar["track_right"] <= bar["foot_left"], bar  # the label is not covered
+        finally:
+            browser.close()
