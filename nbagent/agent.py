@@ -37,7 +37,7 @@ from nbagent.models.base import (
 )
 from nbagent.runtime.tasks import spawn_contained, stop_within
 from nbagent.text import observation
-from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, tool
+from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, Toolset, tool
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 
@@ -54,6 +54,16 @@ class _Reading:
 def _check_max_steps(max_steps: Any) -> None:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be an int of at least 1, not {max_steps!r}")
+
+
+def _add_tool(tools: dict[str, Tool], new: Tool, toolset: Toolset | None = None) -> None:
+    if new.name in tools:
+        source = f" (listed by {toolset!r})" if toolset is not None else ""
+        raise ValueError(
+            f"two tools are named {new.name!r}{source}: a model calls tools by name, so names must be "
+            "unique (rename one with @nbagent.tool(name=...))"
+        )
+    tools[new.name] = new
 
 
 class Agent:
@@ -93,15 +103,15 @@ class Agent:
         if isinstance(tools, (str, bytes)) or callable(tools):
             raise TypeError("tools must be a list of tools or functions, e.g. tools=[word_count]")
         self.model = model
+        self.toolsets: list[Toolset] = []
         self.tools: dict[str, Tool] = {}
         for t in tools:
+            if isinstance(t, Toolset):  # an MCP server: its tools are listed as a run starts
+                self.toolsets.append(t)
+                continue
             t = t if isinstance(t, Tool) else tool(t)
-            if t.name in self.tools:
-                raise ValueError(
-                    f"two tools are named {t.name!r}: a model calls tools by name, so names must be "
-                    "unique (rename one with @nbagent.tool(name=...))"
-                )
-            self.tools[t.name] = t
+            _add_tool(self.tools, t)
+        self._own_tools = dict(self.tools)
         self.instructions = instructions
         self.max_steps = max_steps
         self.name = name or "Agent"
@@ -136,6 +146,8 @@ class Agent:
             ctx.messages = [dict(m) for m in self.memory]
 
     async def _drive(self, task: str, ctx: RunContext, reset: bool, max_steps: int) -> Any:
+        if self.toolsets:
+            await self._list_toolsets()
         if reset or not self.memory:
             self.reset()
         self.memory.append({"role": "user", "content": task})
@@ -150,6 +162,15 @@ class Agent:
             await self._run_tools(ctx, calls)
             ctx.finish_step(model_output=text)
         raise MaxStepsReached(f"no final answer after {max_steps} steps")
+
+    async def _list_toolsets(self) -> None:
+        """The tools of each toolset (an MCP server) as this run starts: a server's list may have
+        changed since the last run, and one that cannot start fails the run here, by name."""
+        tools = dict(self._own_tools)
+        for toolset in self.toolsets:
+            for listed in await toolset.tools():
+                _add_tool(tools, listed, toolset)
+        self.tools = tools
 
     async def _model_turn(self, ctx: RunContext) -> tuple[str, list[ToolCall]]:
         """Stream one reply. The stream is read by a task of its own, so a model that swallows its

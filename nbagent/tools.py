@@ -22,7 +22,7 @@ import typing
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args, get_origin, overload
+from typing import Any, Literal, Protocol, Union, get_args, get_origin, overload, runtime_checkable
 
 from nbagent.errors import ToolError, describe
 from nbagent.runtime.tasks import spawn_contained, stop_within
@@ -141,6 +141,14 @@ class Tool:
         if self.is_async:
             return await _run_on_loop(self.fn(**arguments), self.timeout_s, self.grace_s, self.name)
         return await _run_on_thread(self.fn, arguments, self.grace_s, self.timeout_s, self.name)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools listed when a run starts rather than when the agent is built: an MCP server
+    (``nbagent.mcp.MCPServer``). ``tools()`` runs on the run's loop; what it raises fails the run."""
+
+    async def tools(self) -> list[Tool]: ...
 
 
 class ToolAbandoned(Exception):

@@ -113,6 +113,7 @@ EXTRA_OF = {
     "pyarrow": "parquet",
     "openai": "openai",
     "genai_prices": "cost",
+    "mcp": "mcp",
 }
 """Which extra brings a top-level package the tests import (the rest are in ``test``)."""
 
@@ -171,7 +172,12 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
 # (here, not in notebooks/conftest.py: two conftest modules would shadow each other, and this hook
 # sees every collected item, the notebooks' included)
 
-USED_ON_DEMAND = {"plot_": "matplotlib", "to_parquet(": "pyarrow", "read_parquet(": "pyarrow"}
+USED_ON_DEMAND = {
+    "plot_": "matplotlib",
+    "to_parquet(": "pyarrow",
+    "read_parquet(": "pyarrow",
+    "nbagent.mcp": "mcp",
+}
 """Features that import an optional package only when used."""
 
 

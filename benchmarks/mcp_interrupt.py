@@ -1,0 +1,196 @@
+"""How fast an MCP server learns of a Stop: Stop → the server's handler sees its cancel.
+
+A real MCP server on the ``mcp`` SDK (tests/mcp_server.py) runs a tool that waits until it is
+cancelled and writes down (wall clock) when its handler saw the cancel. Per transport (stdio, and
+streamable HTTP on 127.0.0.1), each trial calls the tool and, once the server has begun it, stops:
+
+- nbagent: a native ``Agent`` with ``MCPServer`` tools; ``run.interrupt()`` → the handler's cancel;
+- baseline: the SDK's own client on a plain asyncio loop; ``task.cancel()`` of ``call_tool`` →
+  the handler's cancel (what a framework's own cancel can do at best).
+
+Both keep one session for all their trials (the next call after each Stop must work; it is
+counted). Target: nbagent p95 <= 100 ms. p95 is the nearest-rank percentile.
+
+    python benchmarks/mcp_interrupt.py [--quick] [--n N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import nbagent
+from nbagent.mcp import MCPServer
+from nbagent.models import ScriptedModel, ToolCall
+
+SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp_server.py"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def times(self, event: str) -> list[float]:
+        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        return [float(line.split(" ", 1)[0]) for line in lines if line.endswith(event)]
+
+    def wait(self, event: str, count: int, timeout: float = 30.0) -> float:
+        deadline = time.monotonic() + timeout
+        while len(found := self.times(event)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server did not note {event!r} #{count}")
+            time.sleep(0.001)
+        return found[count - 1]
+
+
+@contextmanager
+def http_server(journal: Journal) -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)}
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def nbagent_trials(server: MCPServer, journal: Journal, n: int) -> tuple[list[float], int]:
+    delays, next_ok = [], 0
+    for i in range(n):
+        model = ScriptedModel([[ToolCall("slow", {"steps": 1})], "x"], first_token_s=0.0, tokens_per_s=1e9)
+        run = nbagent.start(nbagent.Agent(model, tools=[server]), "go", display=False)
+        journal.wait("slow started", i + 1)
+        stopped = time.time()
+        run.interrupt()
+        run.wait(timeout=60)
+        delays.append((journal.wait("slow cancelled", i + 1) - stopped) * 1000)
+        check = ScriptedModel([[ToolCall("add", {"a": 1, "b": 1})], "x"], first_token_s=0.0, tokens_per_s=1e9)
+        after = nbagent.run(nbagent.Agent(check, tools=[server]), "add", display=False)
+        next_ok += [c.result for s in after.steps for c in s.tool_calls] == ["2"]
+    return delays, next_ok
+
+
+def baseline_trials(open_streams: Callable[[], object], journal: Journal, n: int) -> tuple[list[float], int]:
+    from mcp import ClientSession
+
+    async def trials() -> tuple[list[float], int]:
+        delays, next_ok = [], 0
+        async with open_streams() as streams, ClientSession(streams[0], streams[1]) as session:  # type: ignore[attr-defined]
+            await session.initialize()
+            for i in range(n):
+                call = asyncio.ensure_future(session.call_tool("slow", {"steps": 1}))
+                while len(journal.times("slow started")) <= i:
+                    await asyncio.sleep(0.001)
+                stopped = time.time()
+                call.cancel()
+                with suppress(asyncio.CancelledError):
+                    await call
+                delays.append(
+                    (await asyncio.to_thread(journal.wait, "slow cancelled", i + 1) - stopped) * 1000
+                )
+                result = await session.call_tool("add", {"a": 1, "b": 1})
+                next_ok += result.content[0].text == "2"
+        return delays, next_ok
+
+    return asyncio.run(trials())
+
+
+def figures(delays: list[float], next_ok: int) -> dict[str, float | int]:
+    return {
+        "p50_ms": round(percentile(delays, 0.5), 2),
+        "p95_ms": round(percentile(delays, 0.95), 2),
+        "max_ms": round(max(delays), 2),
+        "next_call_ok": next_ok,
+        "n": len(delays),
+    }
+
+
+def measure(n: int) -> dict[str, dict[str, float | int]]:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    out: dict[str, dict[str, float | int]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for transport in ("stdio", "http"):
+            for side in ("nbagent", "baseline"):
+                journal = Journal(Path(folder) / f"{transport}-{side}.txt")
+                journal.path.write_text("")
+                env = {"NBAGENT_MCP_JOURNAL": str(journal.path)}
+                if transport == "stdio":
+                    if side == "nbagent":
+                        server = MCPServer.stdio(sys.executable, [str(SERVER)], env=env)
+                        result = nbagent_trials(server, journal, n)
+                        server.close()
+                    else:
+                        params = StdioServerParameters(
+                            command=sys.executable, args=[str(SERVER)], env={**os.environ, **env}
+                        )
+                        result = baseline_trials(lambda params=params: stdio_client(params), journal, n)
+                else:
+                    with http_server(journal) as url:
+                        if side == "nbagent":
+                            server = MCPServer.http(url)
+                            result = nbagent_trials(server, journal, n)
+                            server.close()
+                        else:
+                            result = baseline_trials(lambda url=url: streamable_http_client(url), journal, n)
+                out[f"{transport}_{side}"] = figures(*result)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="5 stops per transport and side instead of 20")
+    parser.add_argument("--n", type=int, default=None, help="stops per transport and side")
+    args = parser.parse_args(argv)
+    result = measure(args.n or (5 if args.quick else 20))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print("Stop -> the MCP server's handler sees the cancel (ms), nbagent beside the SDK's own cancel")
+    for transport in ("stdio", "http"):
+        ours, base = result[f"{transport}_nbagent"], result[f"{transport}_baseline"]
+        print(
+            f"  {transport:6} nbagent p50 {ours['p50_ms']:7.2f}  p95 {ours['p95_ms']:7.2f}  "
+            f"next call ok {ours['next_call_ok']}/{ours['n']}  |  baseline p50 {base['p50_ms']:7.2f}  "
+            f"p95 {base['p95_ms']:7.2f}  next call ok {base['next_call_ok']}/{base['n']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
