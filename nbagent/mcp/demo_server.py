@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
 
 def main() -> None:
-    from mcp.server import MCPServer
-    from mcp.server.mcpserver import Context
-
     server = MCPServer("nbagent-demo")
 
     @server.tool()
