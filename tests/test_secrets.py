@@ -1,10 +1,10 @@
 """Secrets never reach a record, whatever the source: an API key echoed in an error (a 401 that
-repeats the key, a client that puts it in its message) is scrubbed where the error becomes an
-event, so ``record.error``, the steps, the store, ``to_html`` and ``raise_for_status`` only hold
-the scrubbed text.
-Sources: pydantic-ai (``FunctionModel`` and its OpenAI model against the local server), the OpenAI
-Agents SDK (its Responses model against the local server), the native agent's tools, and a batch
-whose factory fails.
+repeats the key, a client that puts it in its message) or in a tool's error that goes back to the
+model is scrubbed where it becomes an event, so ``record.error``, the steps, ``record.messages``,
+the store's file, ``to_html``, the spans and ``raise_for_status`` only hold the scrubbed text.
+Sources: pydantic-ai (``FunctionModel``, ``TestModel`` and its OpenAI model against the local
+server), the OpenAI Agents SDK (its Responses model against the local server, its scripted test
+model), LangGraph, smolagents, the native agent's tools, and a batch whose factory fails.
 
 The table of shapes (``nbagent.secrets.SHAPES``) is held to one example per shape, and to texts
 that look close but are no credential; a key streamed in pieces never shows its head."""
@@ -163,6 +163,141 @@ def test_a_batch_factory_error_echoing_a_key_is_scrubbed(tmp_path):
 def test_scrubbing_keeps_an_ordinary_error_readable():
     text = "ValueError: expected 3 arguments, got 2 (see https://example.com/docs#args)"
     assert scrub_secrets(text) == text
+
+
+# -- every copy of a run: record, messages, store file, HTML file, spans ---------------------------
+
+
+def written_copies(record: RunRecord, store: RunStore, tmp_path: Path, spans) -> str:
+    """What a run left on disk and on the wire, as one text: the store's file as bytes (with its
+    write-ahead log), the exported HTML page, and every span's name, attributes and status."""
+    store.flush(timeout=30)
+    stored = b"".join(p.read_bytes() for p in store.path.parent.glob(store.path.name + "*"))
+    page = to_html(record, tmp_path / "run.html").read_text(encoding="utf-8")
+    finished = [
+        f"{s.name} {dict(s.attributes or {})} {s.status.description}" for s in spans.get_finished_spans()
+    ]
+    return "\n".join([stored.decode("utf-8", "replace"), page, *finished])
+
+
+def run_everywhere(agent, tmp_path: Path, spans) -> tuple[RunRecord, str]:
+    from nbagent.otel import OTelSink
+
+    store = RunStore(tmp_path / "runs.db")
+    sink = OTelSink(spans.provider, content=True)
+    record = nbagent.run(agent, "fetch it", store=store, sinks=[sink], display=False)
+    copies = [repr(record), repr(record.messages), written_copies(record, store, tmp_path, spans)]
+    return record, "\n".join(copies)
+
+
+def native_agent():
+    @nbagent.tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        return f"error: the gateway refused key {KEY}"  # an error the tool returns, not raises
+
+    turns = [[ToolCall("fetch", {"url": "https://example.invalid/x"})], "could not fetch"]
+    return nbagent.Agent(ScriptedModel(turns, tokens_per_s=1e9, first_token_s=0.0), tools=[fetch])
+
+
+def pydantic_ai_agent():
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(TestModel(), retries=2)
+    tries = []
+
+    @agent.tool_plain
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        tries.append(url)
+        if len(tries) == 1:
+            raise ModelRetry(f"the gateway refused key {KEY}; try again")
+        return "fetched"
+
+    return agent
+
+
+def langgraph_agent():
+    pytest.importorskip("langgraph")
+    from langchain.agents import create_agent
+    from langchain_core.tools import ToolException, tool
+    from langgraph_fakes import ScriptedChatModel, reply
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        raise ToolException(f"the gateway refused key {KEY}")
+
+    fetch.handle_tool_error = True
+    model = ScriptedChatModel(replies=[reply("", [("fetch", {"url": "x"})]), reply("could not fetch")])
+    return create_agent(model, tools=[fetch])
+
+
+def openai_agents_agent():
+    pytest.importorskip("agents")
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel as SdkScriptedModel
+    from openai_agents_scenarios import calls, says
+
+    @function_tool(failure_error_function=lambda ctx, error: f"the tool failed: {error}")
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        raise RuntimeError(f"the gateway refused key {KEY}")
+
+    model = SdkScriptedModel([calls(("fetch", {"url": "x"}, "call_1")), says("could not fetch")])
+    return Agent(name="fetcher", model=model, tools=[fetch])
+
+
+def smolagents_agent():
+    pytest.importorskip("smolagents")
+    from smolagents import ToolCallingAgent, tool
+    from smolagents_fakes import ScriptedSmolModel, answer, call
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL.
+
+        Args:
+            url: where to fetch from.
+        """
+        raise RuntimeError(f"the gateway refused key {KEY}")
+
+    model = ScriptedSmolModel([call("fetch", url="x"), answer("could not fetch")])
+    return ToolCallingAgent(tools=[fetch], model=model, verbosity_level=-1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [native_agent, pydantic_ai_agent, langgraph_agent, openai_agents_agent, smolagents_agent],
+    ids=["native", "pydantic-ai", "langgraph", "openai-agents", "smolagents"],
+)
+def test_a_tool_error_echoing_a_key_is_in_no_copy_of_the_run(make, tmp_path, spans):
+    pytest.importorskip("opentelemetry.sdk")
+    record, everything = run_everywhere(make(), tmp_path, spans)
+    assert record.status in ("success", "error"), record.error
+    assert "the gateway refused key ***" in everything  # the error is there, scrubbed
+    assert KEY not in everything
+    assert KEY[:12] not in everything
+
+
+def test_a_record_made_outside_a_run_is_scrubbed_where_it_is_stored_shown_and_traced(tmp_path, spans):
+    pytest.importorskip("opentelemetry.sdk")
+    from nbagent import otel
+
+    record = nbagent.run(native_agent(), "fetch it", display=False)
+    call = record.tool_calls[0]
+    call.result = {"status": "refused", "echo": f"key {KEY}", "password": "hunter2 horse"}
+    record.steps[-1].model_output = f"Authorization: Bearer {GATEWAY_KEY}"
+    record.messages = [{"role": "tool", "content": f"refused {KEY}"}]
+    store = RunStore(tmp_path / "runs.db")
+    store.add(record)
+    otel.export([record], spans.provider, content=True)
+    written = written_copies(record, store, tmp_path, spans)
+    assert "Bearer ***" in written and "refused ***" in written
+    for secret in (KEY, GATEWAY_KEY, "hunter2"):
+        assert secret not in written
 
 
 # -- the table of shapes ---------------------------------------------------------------------------
