@@ -253,7 +253,31 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every credential in it replaced by ``***``: the exact ``secrets`` given, the
     values of credential-named environment variables, and anything of a shape in ``SHAPES``.
     Scrub before you shorten: a key cut in half no longer matches."""
-    for secret in (*secrets, *environment_secrets()):
+    environment = environment_secrets()
+    remembered = not secrets and len(text) >= _REMEMBERED
+    if remembered:
+        last_text, last_environment, last_scrubbed = _last
+        if last_environment is environment and text == last_text:
+            return last_scrubbed
+    scrubbed = _scrub(text, (*secrets, *environment))
+    if remembered:
+        _remember(text, environment, scrubbed)
+    return scrubbed
+
+
+_REMEMBERED = 1_024
+"""Texts this long are remembered: a run's answer, its last step's text and the conversation's last
+message are often one long text, scrubbed three times in a row."""
+_last: tuple[str, list[str], str] = ("", [], "")
+
+
+def _remember(text: str, environment: list[str], scrubbed: str) -> None:
+    global _last
+    _last = (text, environment, scrubbed)  # one assignment: a reader on another thread sees all or none
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
     lowered = text.lower()
