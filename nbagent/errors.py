@@ -7,8 +7,6 @@ error, so code never has to tell failures apart by their message text.
 
 from __future__ import annotations
 
-import os
-import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,32 +103,15 @@ class StoppedByKeyboard(KeyboardInterrupt):
         self.record = record
 
 
-_SECRET_NAMES = re.compile(r"(?:^|_)(?:API_?KEY|ACCESS_KEY|KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
-_SHORTEST_SECRET = 8
-"""Environment values shorter than this are not taken as secrets (they would blank out words)."""
-
-
-def environment_secrets() -> list[str]:
-    """Values of environment variables named like credentials (``OPENAI_API_KEY``, ``HF_TOKEN``,
-    ``AWS_SECRET_ACCESS_KEY``...): a framework's client often takes its key from there, so an
-    error that echoes the key is scrubbed of it even when the key has no well-known shape."""
-    found = [
-        value
-        for name, value in os.environ.items()
-        if len(value) >= _SHORTEST_SECRET and _SECRET_NAMES.search(name)
-    ]
-    return sorted(set(found), key=len, reverse=True)
-
-
 def scrub_secrets(text: str) -> str:
-    """``text`` without credentials: anything shaped like one (``sk-...`` keys, bearer and Basic
-    credentials, ``api_key=`` parameters, ``user:password@`` in URLs; see
-    ``nbagent.models.credentials.scrub``) and the values of credential-named environment
-    variables. Every error text of a run passes through here where it becomes an event
-    (``nbagent.events``), whatever its source: the native model, a framework's client, a tool."""
-    from nbagent.models.credentials import scrub
+    """``text`` without credentials: anything of a shape in ``nbagent.secrets.SHAPES`` (provider
+    keys, JWTs, PEM private keys, bearer and Basic credentials, ``"password"`` fields, ``api_key=``
+    parameters, ``user:password@`` in URLs...) and the values of credential-named environment
+    variables. It is the one scrub: events, records, the store, HTML and spans all go through it
+    (``nbagent.secrets`` says where)."""
+    from nbagent.secrets import scrub
 
-    return scrub(text, environment_secrets())
+    return scrub(text)
 
 
 def describe(exc: BaseException) -> str:

@@ -6,9 +6,12 @@ slotted dataclass carrying the run id, the step number (0 before the first step)
 ``time.perf_counter()`` reading. Wall-clock time appears once, in ``RunStarted.started_at``; the
 recorder derives every other UTC time from it, so clock jumps never reorder a run.
 
-Error texts are scrubbed of credentials here, as an event is made (``_scrubbed``): every source
-(the native agent, the framework adapters, the runner) reports errors through these events, so
-the recorder, the store, the views and OpenTelemetry only ever see the scrubbed text.
+Every text an event carries is scrubbed of credentials here, as the event is made (``_scrub``,
+``nbagent.secrets``): errors, the task, tool arguments and results, the answer, the conversation.
+Every source (the native agent, the framework adapters, the runner) reports through these events,
+so the recorder, the store, the views and OpenTelemetry only ever see scrubbed text. Streamed
+pieces (``TextDelta``, ``ToolArgumentsDelta``) are the exception: a key may be split across two of
+them, and they are the per-token path; the recorder scrubs a step's text whole.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from nbagent.errors import scrub_secrets
+from nbagent.secrets import scrub, scrub_value
 
 StepKind = Literal["planning", "action", "final"]
 RunStatus = Literal["success", "interrupted", "error", "max_steps", "limit"]
@@ -27,11 +30,16 @@ ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned", "denied", "def
 Approval = Literal["approved", "denied", "timed_out"]
 
 
-def _scrubbed(event: Any, name: str) -> None:
-    """Replace the text field ``name`` of a frozen event with its scrubbed text (``None`` stays)."""
-    text = getattr(event, name)
-    if text is not None:
-        object.__setattr__(event, name, scrub_secrets(text if isinstance(text, str) else str(text)))
+def _scrub(event: Any, texts: tuple[str, ...] = (), values: tuple[str, ...] = ()) -> None:
+    """Replace fields of a frozen event with their scrubbed copies: ``texts`` are text fields (a
+    value that is not a string becomes its text; ``None`` stays), ``values`` any value (the
+    strings in it are scrubbed; the event keeps the very object when nothing was hidden)."""
+    for name in texts:
+        text = getattr(event, name)
+        if text is not None:
+            object.__setattr__(event, name, scrub(text if isinstance(text, str) else str(text)))
+    for name in values:
+        object.__setattr__(event, name, scrub_value(getattr(event, name)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,9 @@ class RunStarted(RunEvent):
     metadata: dict[str, Any] = field(default_factory=dict)
     model_params: dict[str, Any] = field(default_factory=dict)
     """The model's request settings (temperature, max_tokens...), when the model tells them."""
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("task",), ("tags", "metadata", "model_params"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,9 @@ class ToolCallStarted(RunEvent):
     tool: str
     arguments: Any
 
+    def __post_init__(self) -> None:
+        _scrub(self, values=("arguments",))
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished(RunEvent):
@@ -96,7 +110,7 @@ class ToolCallFinished(RunEvent):
     error: str | None = None
 
     def __post_init__(self) -> None:
-        _scrubbed(self, "error")
+        _scrub(self, ("error",), ("result",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,9 @@ class ApprovalRequested(RunEvent):
     tool: str
     arguments: Any
 
+    def __post_init__(self) -> None:
+        _scrub(self, values=("arguments",))
+
 
 @dataclass(frozen=True, slots=True)
 class ApprovalDecided(RunEvent):
@@ -130,6 +147,9 @@ class ApprovalDecided(RunEvent):
     decision: Approval
     reason: str | None = None
     wait_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("reason",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +170,7 @@ class Retrying(RunEvent):
     reason: str
 
     def __post_init__(self) -> None:
-        _scrubbed(self, "reason")
+        _scrub(self, ("reason",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +187,7 @@ class StepFinished(RunEvent):
     interrupted: bool = False
 
     def __post_init__(self) -> None:
-        _scrubbed(self, "error")
+        _scrub(self, ("model_output", "error"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +207,7 @@ class RunFinished(RunEvent):
     """The conversation the model saw, as chat messages, when the source can tell."""
 
     def __post_init__(self) -> None:
-        _scrubbed(self, "error")
+        _scrub(self, ("error",), ("output", "messages"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.secrets import StreamScrub, scrub, scrub_cut
 from nbagent.text import clean, clean_value, safe_text
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
@@ -39,6 +40,26 @@ def _add_known(total: int | None, part: int | None) -> int | None:
     return part if total is None else total + part
 
 
+class _ShownText:
+    """What may be shown of a step's text while it streams: scrubbed, with a tail that may still
+    become a key held back (``nbagent.secrets.StreamScrub``). Fed lazily, when someone looks, so
+    a streamed piece costs the recorder a list append and nothing more."""
+
+    __slots__ = ("fed", "scrub", "text")
+
+    def __init__(self) -> None:
+        self.fed = 0
+        """How many of the step's pieces have been fed to ``scrub``."""
+        self.scrub = StreamScrub()
+        self.text = ""
+
+    def catch_up(self, pieces: list[str]) -> str:
+        if self.fed < len(pieces):
+            self.text += self.scrub.feed("".join(pieces[self.fed :]))
+            self.fed = len(pieces)
+        return self.text
+
+
 class Recorder:
     """Folds the events of one run into a ``RunRecord``.
 
@@ -52,6 +73,8 @@ class Recorder:
         self._t0 = 0.0
         self._steps: dict[int, StepRecord] = {}
         self._text: dict[int, list[str]] = {}
+        """Each step's streamed pieces, as they came (never shown as they are: see ``_shown``)."""
+        self._shown: dict[int, _ShownText] = {}
         self._calls: dict[str, ToolCallRecord] = {}
         self._usage_seen: set[int] = set()
 
@@ -167,19 +190,27 @@ class Recorder:
         if first or _SOURCE_RANK[source] < _SOURCE_RANK[step.usage_source]:
             step.usage_source = source
 
-    def _close_step(self, step: StepRecord, t: float) -> None:
+    def _close_step(
+        self, step: StepRecord, t: float, model_output: str | None = None, cut: bool = False
+    ) -> None:
+        """End ``step`` at ``t``. Its text is ``model_output`` when the source told it (scrubbed
+        as the event was made), else the streamed pieces joined and scrubbed as a whole (a key
+        split across pieces is found); a ``cut`` step's last word is hidden when it begins a key."""
         step.ended_at, step.end_s = self._at(t)
+        self._shown.pop(step.number, None)
+        if model_output is not None:
+            step.model_output = safe_text(model_output)
+            return
         pieces = self._text.get(step.number)
         if pieces and not step.model_output:
-            step.model_output = "".join(pieces)
+            text = "".join(pieces)
+            step.model_output = scrub_cut(text) if cut else scrub(text)
 
     def _step_finished(self, e: ev.StepFinished) -> None:
         step = self._steps.get(e.step)
         if step is None or step.end_s is not None:
             return
-        self._close_step(step, e.t)
-        if e.model_output is not None:
-            step.model_output = safe_text(e.model_output)
+        self._close_step(step, e.t, e.model_output, cut=e.interrupted)
         if e.kind is not None:
             step.kind = e.kind
         step.error = _clean(e.error)
@@ -197,7 +228,7 @@ class Recorder:
                 call.approval = None
         for step in record.steps:
             if step.end_s is None:
-                self._close_step(step, e.t)
+                self._close_step(step, e.t, cut=True)
                 step.interrupted = e.status in ("interrupted", "limit")
                 if e.status == "error":
                     step.error = _clean(e.error)
@@ -225,14 +256,27 @@ class Recorder:
             for step in record.steps:
                 copy = replace(step, tool_calls=[replace(c) for c in step.tool_calls])
                 if copy.end_s is None:
-                    copy.model_output = "".join(self._text.get(step.number, ()))
+                    copy.model_output = self._shown_text(step.number)
                 steps.append(copy)
             return replace(record, steps=steps)
 
     def live_text(self, step: int) -> str:
-        """The text streamed so far in ``step``."""
+        """The text streamed so far in ``step``, scrubbed of credentials, less a tail that may
+        still become one (it shows once the text goes on, or when the step ends)."""
         with self._lock:
-            return "".join(self._text.get(step, ()))
+            return self._shown_text(step)
+
+    def _shown_text(self, number: int) -> str:
+        step = self._steps.get(number)
+        if step is not None and step.end_s is not None:
+            return step.model_output
+        pieces = self._text.get(number)
+        if not pieces:
+            return ""
+        shown = self._shown.get(number)
+        if shown is None:
+            shown = self._shown[number] = _ShownText()
+        return shown.catch_up(pieces)
 
 
 _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {

@@ -26,6 +26,7 @@ LOW = [
     "recorder.py",
     "context.py",
     "errors.py",
+    "secrets.py",
     "text.py",
     "agent.py",
     "tools.py",

@@ -114,8 +114,8 @@ def test_updates_are_coalesced_however_fast_tokens_stream(manual) -> None:
     loop.fire()
     (panel,) = view.steps.children
     changes = value_changes(panel)
-    for i in range(5000):
-        feed.send(ev.TextDelta, f" t{i}")
+    for i in range(5000):  # each token ends its word: a word still streaming is held back
+        feed.send(ev.TextDelta, f"t{i} ")
     assert loop.pending == 1  # one flush scheduled, not one per token
     clock.now += 0.1
     loop.fire()
@@ -134,7 +134,7 @@ def test_a_flush_sends_only_the_current_step_and_finished_steps_stay_frozen(manu
     first_changes, second_changes, children = value_changes(first), value_changes(second), []
     view.steps.observe(lambda c: children.append(c), names="children")
     for tick in range(20):
-        feed.send(ev.TextDelta, f" word{tick}")
+        feed.send(ev.TextDelta, f"word{tick} ")
         clock.now += 0.1
         loop.fire()
     assert first_changes == []

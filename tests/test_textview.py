@@ -173,12 +173,13 @@ def test_break_line_ends_the_line_a_ctrl_c_was_echoed_on():
     events = _events()
     for event in events[:3]:
         view(event)
-    view.break_line()  # mid text: "thinking^C" must end there
+    view.break_line()  # mid text: the "^C" line must end there
     view(events[3])
     view(ev.ToolCallStarted("r1", 1, 100.6, "c1", "echo", {"text": "x"}))
     view.break_line()  # at a line's start: "^C" gets a line of its own
     view(ev.RunFinished("r1", 1, 100.7, "interrupted", stop_reason="user"))
     assert out.getvalue().splitlines()[2:] == [
+        "",  # the "^C": the unfinished word "thinking" was held back (it could begin a key)
         "  │ thinking",
         "  ⚙ echo(text='x')",
         "",

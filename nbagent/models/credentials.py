@@ -1,9 +1,9 @@
 """Credentials of an OpenAI-compatible endpoint: kept in one holder, sent as requests leave, never shown.
 
-``scrub`` removes anything that looks like a credential from a text (the endpoint's own secrets,
-plain and URL-encoded, bearer and Basic credentials, ``user:password@`` in URLs, key-like query
-parameters and JSON/header fields, ``sk-...``-shaped keys). ``Credentials`` holds the key, the
-header values and the user info and query taken from ``base_url``, and prints as
+``scrub`` (``nbagent.secrets.scrub``) removes anything that looks like a credential from a text;
+``Credentials.scrub`` also removes the endpoint's own secrets, plain and URL-encoded.
+``Credentials`` holds the key, the header values and the user info and query taken from
+``base_url``, and prints as
 ``<credentials hidden>``; ``SendCredentials`` is the HTTP transport that adds them to a request
 as it leaves for the endpoint's own origin, so the client's request objects, its errors and the
 HTTP library's log lines only ever hold the public URL.
@@ -12,68 +12,14 @@ HTTP library's log lines only ever hold the public URL.
 from __future__ import annotations
 
 import base64
-import re
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-_KEY_NAMES = (
-    r"api[-_]?key|x-api-key|apikey|key|token|access[-_]?token|refresh[-_]?token|id[-_]?token"
-    r"|auth[-_]?token|client[-_]?secret|secret|password|passwd|pwd|sig|signature"
-)
-_SCRUBS: list[tuple[re.Pattern[str], Any]] = [
-    # user:password@ in a URL (a password may hold an unencoded "@": up to the last one)
-    (re.compile(r"(//)[^/\s?#]*@"), r"\1***@"),
-    # ?api-key=..., &token=..., api_key=... in query strings and form bodies
-    (re.compile(rf"(?i)(?<![\w-])((?:{_KEY_NAMES})=)[^\s&#\"',;)]+"), r"\1***"),
-    # "api-key": "...", password: ... in JSON and header dumps
-    (
-        re.compile(
-            r"(?i)(?<![\w-])((?:api[-_]?key|x-api-key|apikey|access[-_]?token|client[-_]?secret|secret"
-            r"|password)[\"']?\s*:\s*[\"']?)[^\s\"',;}]+"
-        ),
-        r"\1***",
-    ),
-    # Authorization: <scheme> <credentials>, whatever the scheme
-    (
-        re.compile(r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+)?)[^\s\"',;}]+"),
-        r"\1***",
-    ),
-    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}]+"), r"\1***"),
-    # Keys shaped like the big providers' (sk-..., sk-proj-..., sk-ant-..., hf_..., gsk_...)
-    (
-        re.compile(
-            r"(?<![\w-])(?:sk-|sk_|rk-|hf_|gsk_|xai-|ghp_|github_pat_|glpat-|r8_|AIza)[A-Za-z0-9_\-*]{16,}"
-        ),
-        "***",
-    ),
-]
-_BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])")
+from nbagent.secrets import scrub
 
-
-def _hide_basic(match: re.Match[str]) -> str:
-    """``Basic <base64 of user:password>`` loses its token; "basic authentication" stays readable."""
-    token = match.group(2)
-    try:
-        decoded = base64.b64decode(token, validate=True)
-    except ValueError:
-        return match.group(0)
-    return f"{match.group(1)}***" if b":" in decoded else match.group(0)
-
-
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without ``secrets`` (also URL-encoded) and without anything shaped like a credential.
-
-    Removes bearer and Basic credentials, ``Authorization`` values, user info in URLs, key-like
-    query and form parameters (``api-key=``, ``token=``, ``access_token=``...) and keys shaped like
-    the big providers' (``sk-...``). Scrub before you shorten: a key cut in half no longer matches.
-    """
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    for pattern, replacement in _SCRUBS:
-        text = pattern.sub(replacement, text)
-    return _BASIC.sub(_hide_basic, text)
+__all__ = ["Credentials", "SendCredentials", "environment_proxy", "scrub", "split_base_url"]
 
 
 def split_base_url(url: str) -> tuple[str, str | None, str | None, str]:

@@ -1,11 +1,12 @@
 """How one value reads in nbagent's HTML: escaped, never typeset as math, clipped for the eye.
 
 Every string that came from a model, a tool or the user is escaped here (``esc``; ``attr`` for an
-attribute) and nowhere else, after ``nbagent.text`` made it safe: formatting never raises on a
-value (a ``repr`` that fails, ``2 ** 20000``) and never emits text that is not valid UTF-8 (a lone
-surrogate would make the widget update fail in the kernel and freeze the view). Long values are
-clipped (the record keeps them whole), and only the clipped part is ever looked at, so a 10 MB
-task or tool argument costs little.
+attribute) and nowhere else, after ``nbagent.text`` made it safe, and scrubbed of credentials
+(``nbagent.secrets``): formatting never raises on a value (a ``repr`` that fails,
+``2 ** 20000``) and never emits text that is not valid UTF-8 (a lone surrogate would make the
+widget update fail in the kernel and freeze the view). Long values are clipped (the record keeps
+them whole), and only the clipped part is ever looked at, so a 10 MB task or tool argument costs
+little.
 
 The page shows what was said, never math made of it. JupyterLab and Notebook 7 run MathJax over
 every HTML output, so "It costs $5 today and $10 tomorrow." would show "5 today and 10" as an italic
@@ -24,6 +25,7 @@ import html
 import json
 from typing import Any
 
+from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
 TEXT_HEAD = 600
@@ -33,9 +35,10 @@ ARGUMENTS_LIMIT = 200
 
 def attr(value: Any) -> str:
     """``value`` escaped for an attribute (``title="…"``): strings cleaned of lone surrogates,
-    anything else its ``repr`` (or a placeholder when that fails). Never raises. Typesetters do not
-    read attributes, so nothing more is needed there."""
-    return html.escape(clean(value) if isinstance(value, str) else safe_text(value), quote=True)
+    anything else its ``repr`` (or a placeholder when that fails), scrubbed of credentials (a
+    record made outside a run, by ``records_from_*`` or by hand, was never scrubbed). Never raises.
+    Typesetters do not read attributes, so nothing more is needed there."""
+    return html.escape(scrub(clean(value) if isinstance(value, str) else safe_text(value)), quote=True)
 
 
 def esc(value: Any) -> str:

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from nbagent import events as ev
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord, StepRecord
+from nbagent.secrets import StreamScrub, scrub
 from nbagent.text import safe_text, shorten, terminal_safe
 
 __all__ = ["TextView", "plural", "record_text", "shorten", "summary_line"]
@@ -62,7 +63,8 @@ def _safe(value: Any) -> str:
 
 
 def _one_line(value: Any, limit: int = 200) -> str:
-    return terminal_safe(shorten(value, limit))
+    """A value on one line, scrubbed of credentials (a record made outside a run never was)."""
+    return terminal_safe(scrub(shorten(value, limit)))
 
 
 def _seconds(value: float | None) -> str:
@@ -152,7 +154,7 @@ def call_lines(tool: str, arguments: Any, indent: str = "  ") -> list[str]:
 
 def code_block(code: str, indent: str = "      ") -> list[str]:
     """``code`` as indented lines, dedented, at most ``CODE_LINES`` lines of ``CODE_WIDTH``."""
-    text = textwrap.dedent(_safe(code[: CODE_LINES * CODE_WIDTH * 2]).strip("\n")).rstrip()
+    text = textwrap.dedent(_safe(scrub(code[: CODE_LINES * CODE_WIDTH * 2])).strip("\n")).rstrip()
     lines = text.split("\n")
     shown = [
         indent + (line if len(line) <= CODE_WIDTH else line[: CODE_WIDTH - 1] + "…") if line else ""
@@ -212,12 +214,18 @@ def _wants_color(stream: TextIO) -> bool:
         return False
 
 
+_MID_TEXT = (ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting, ev.ModelCallEnded)
+"""Events that may come while the model's text streams, printing nothing of their own."""
+
+
 class _Shown:
     """What the view knows of one run: its own fold of the events, and the footers printed."""
 
     def __init__(self) -> None:
         self.recorder = Recorder()
         self.footed: set[int] = set()
+        self.text = StreamScrub()
+        """The model text streaming now: printed as it may be shown (``nbagent.secrets``)."""
 
     def step(self, number: int) -> StepRecord | None:
         record = self.recorder.live
@@ -302,11 +310,14 @@ class TextView:
                 shown = self._runs[event.run_id] = _Shown()
             if shown is not None:
                 shown.recorder.apply(event)
+                held = "" if type(event) in _MID_TEXT else shown.text.flush()
+                if held:  # what the text held back is shown before anything else
+                    self._stream_text(_safe(held))
             self._show(event, shown)
 
     def _show(self, event: ev.RunEvent, shown: _Shown | None) -> None:
         if isinstance(event, ev.TextDelta):
-            self._stream_text(_safe(event.text))
+            self._stream_text(_safe(shown.text.feed(event.text) if shown is not None else scrub(event.text)))
         elif isinstance(event, ev.RunStarted):
             who = f"{_one_line(event.agent, 80)} ({_one_line(event.model, 80)})"
             head = f"{who}: {_one_line(event.task, 300)}"

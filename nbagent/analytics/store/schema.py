@@ -13,6 +13,10 @@ one sitting. Three rules shape it:
   migration (new columns at the end) and a freshly created one are written the same way, and a
   store of an older schema can be *read* without migrating it: a column it lacks reads as its
   default (``select_list``).
+- **No credential is written.** A run's rows are built from its ``Recorder``'s record, whose every
+  text was scrubbed as its events were made (``nbagent.events``); a whole record written at once
+  (``RunStore.add``, a run's rows written again) may come from anywhere, so its rows' texts are
+  scrubbed as they are encoded (``put_whole_run``).
 - **Reading never trusts the file either:** a JSON column that does not parse comes back as its
   text.
 """
@@ -27,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
 SCHEMA_VERSION = 4
@@ -305,16 +310,21 @@ def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[An
     )
 
 
+def _scrubbed(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(scrub(value) if isinstance(value, str) else value for value in row)
+
+
 def put_whole_run(conn: Any, record: RunRecord, writer: Writer | None) -> None:
-    """Replace every row of ``record``'s run with the record as it stands."""
+    """Replace every row of ``record``'s run with the record as it stands, every text of it (JSON
+    included) scrubbed of credentials: the record may have been made anywhere (``RunStore.add``)."""
     conn.execute("DELETE FROM steps WHERE run_id = ?", (record.run_id,))
     conn.execute("DELETE FROM tool_calls WHERE run_id = ?", (record.run_id,))
-    conn.execute(PUT_RUN, run_row(record, writer))
-    conn.executemany(PUT_STEP, [step_row(record.run_id, s) for s in record.steps])
+    conn.execute(PUT_RUN, _scrubbed(run_row(record, writer)))
+    conn.executemany(PUT_STEP, [_scrubbed(step_row(record.run_id, s)) for s in record.steps])
     conn.executemany(
         PUT_CALL,
         [
-            call_row(record.run_id, s.number, seq, call)
+            _scrubbed(call_row(record.run_id, s.number, seq, call))
             for s in record.steps
             for seq, call in enumerate(s.tool_calls)
         ],
