@@ -1,10 +1,12 @@
 """Batches at their edges: a slow score off the runner's loop, task columns named like the
-batch's, a Stop while factories build agents, the table's Open box, one agent object returned
-for two live runs, a second live batch of one name, and a Ray backend asked to serve two batches."""
+batch's, a Stop while factories build agents, the table's Open box and key column, one agent
+object returned for two live runs, a second live batch of one name, and a Ray backend asked to
+serve two batches."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from types import SimpleNamespace
 
@@ -119,6 +121,26 @@ def test_the_open_box_takes_a_task_key_first_then_a_position_and_never_raises():
     assert "question gamma" in opened("2")  # no such key: a position
     for nothing in ("²", "7", "-1", "nope"):
         assert "no task" in opened(nothing)
+
+
+def test_a_table_of_plain_string_tasks_shows_positions_as_keys_not_the_task_text_twice():
+    pytest.importorskip("ipywidgets")
+    from nbagent.batches.table import BatchTable, rows_html
+
+    handle = batch(quick_agent, ["what is 2 + 3?", "what is 2 + 3?", "and 4 + 4?"], display=False)
+    handle.wait(timeout=30)
+    rows = rows_html(handle, 0.0)
+    keys = re.findall(r'<span class="nbb-key">([^<]*)</span>', rows)[1:]  # the header first
+    assert sorted(keys) == ["#0", "#1", "#2"]
+    assert rows.count("what is 2 + 3?") == 2 and rows.count("and 4 + 4?") == 1
+    table = BatchTable(handle)
+    table.open("#2")
+    table.refresh()
+    assert "and 4 + 4?" in table.opened.value
+
+    keyed = batch(quick_agent, [{"id": "q-7", "task": "what is 2 + 3?"}], display=False)
+    keyed.wait(timeout=30)
+    assert '<span class="nbb-key">q-7</span>' in rows_html(keyed, 0.0)
 
 
 def test_a_factory_returning_one_agent_for_two_live_runs_is_an_error_for_that_task():

@@ -34,6 +34,7 @@ import atexit
 import contextlib
 import functools
 import logging
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -214,6 +215,15 @@ def step_cost(
         return None
     day = (at or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
     return _library_cost(model, input_tokens, output_tokens, day)
+
+
+def dollars(value: float) -> str:
+    """``value`` US dollars as text that never reads as zero unless it is: four decimals, as every
+    cost nbagent shows ("$0.1004", a budget of "$0.1000"), and below a hundredth of a cent as many
+    as its first two significant digits need ("$0.000032")."""
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.0001:
+        return f"${value:,.4f}"
+    return f"${value:,.{1 - math.floor(math.log10(abs(value)))}f}"
 
 
 def has_price(model: str) -> bool:

@@ -88,7 +88,8 @@ def batch(
         tasks: a list of task strings, a list of dicts with a ``task`` key, or a DataFrame with a
             ``task`` column; the other columns travel with each row into the frame.
         concurrency: how many runs may be live at once.
-        store: a ``RunStore`` every run is written to (default: ``configure(store=)``).
+        store: a ``RunStore`` every run is written to (default: ``configure(store=)``); a
+            read-only one is refused at once (``ReadOnlyStoreError``).
         name: with a store, the batch's name: a later batch of the same name skips the tasks
             whose latest attempt ended in a ``skip`` status. A second batch of the same name and
             store is refused while the first is live in this process.
@@ -121,7 +122,7 @@ def batch(
     from nbagent.batches.guards import batch_store
 
     items, concurrency, skip = task_items(tasks, key=key), check_concurrency(concurrency), check_skip(skip)
-    store = batch_store(store if store is not None else settings.store)
+    store = batch_store(store if store is not None else settings.store, configured=store is None)
     if timeout_s is not None:  # checked like the rest before it warns
         fold_timeout(start_options, timeout_s, stacklevel=3)
     handle = Batch(

@@ -33,7 +33,9 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
     states = list(batch.tasks)
     records: list[RunRecord] = []
     where: list[int] = []
-    for position in range(len(states)):
+    for position, state in enumerate(states):
+        if state.record is None and state.run is None:
+            continue  # never started: the common case of a stopped batch, so no call per task
         record = batch.record_of(position)
         if record is not None:
             records.append(record)
@@ -41,12 +43,10 @@ def batch_frame(batch: Batch) -> pd.DataFrame:
     runs = runs_frame(records)
     runs.index = pd.Index(where)
     runs = runs.reindex(range(len(states)))
-    missing = runs["run_id"].isna().to_numpy()
-    if missing.any():
-        status = runs["status"].astype("string")
-        for position in missing.nonzero()[0]:
-            status.iat[position] = states[position].phase
-        runs["status"] = status
+    # Column-wise: a task without a record says where it is. (Set cell by cell, the statuses of
+    # 100,000 stopped tasks took 11 s: each cell of an arrow-backed column is a copy.)
+    phases = pd.Series([s.phase for s in states], dtype="string")
+    runs["status"] = runs["status"].astype("string").where(runs["run_id"].notna(), phases)
     own = pd.DataFrame([s.item.row for s in states], index=range(len(states)))
     ours = {"task_key", "attempts", "reused"} | (
         {"score", "score_error"} if batch.score is not None else set()

@@ -24,20 +24,31 @@ _live_names: dict[tuple[str, Any], object] = {}
 @dataclass
 class NameClaim:
     """What ``claim_name`` holds: the process's key, and the store's lease (``None`` for a store
-    that cannot hold one: read-only, or not a ``RunStore``)."""
+    that cannot hold one, not being a ``RunStore``)."""
 
     key: tuple[str, Any]
     lease: Any = None
 
 
-def batch_store(store: Any) -> Any:
+def batch_store(store: Any, *, configured: bool = False) -> Any:
     """The batch's ``RunStore`` for ``store=`` (a path or a ``RunStore``; ``None``: none);
-    ``TypeError`` at once for anything else."""
+    ``TypeError`` at once for anything else, and ``ReadOnlyStoreError`` for a store open
+    read-only: every run of a batch is stored, so each task would fail as it starts, under the
+    name of its factory. ``configured``: the store is the ``configure(store=)`` default."""
     if store is None:
         return None
-    from nbagent.analytics.store import open_store
+    from nbagent.analytics.store import ReadOnlyStoreError, open_store
+    from nbagent.analytics.store.file import why_not_writable
 
-    return open_store(store)
+    opened = open_store(store)
+    if opened.readonly:
+        why = why_not_writable(opened.path) or "opened with readonly=True"
+        given = "the configure(store=) default" if configured else "store="
+        raise ReadOnlyStoreError(
+            f"the batch's store ({given}) {opened.path} is read-only ({why}), and a batch stores "
+            "every run: give it a writable store; no task was started"
+        )
+    return opened
 
 
 def _store_id(store: Any) -> Any:
@@ -80,8 +91,8 @@ def _lease(name: str, store: Any) -> Any:
     from nbagent.analytics.store import RunStore
     from nbagent.analytics.store.leases import LeaseHeldError, claim, holder_text
 
-    if not isinstance(store, RunStore) or store.readonly:
-        return None  # its runs cannot be stored either, and say so
+    if not isinstance(store, RunStore):
+        return None
     try:
         return claim(store, f"batch:{name}")
     except LeaseHeldError as exc:

@@ -63,6 +63,7 @@ from nbagent.batches.threads import original
 from nbagent.errors import describe, error_kind
 from nbagent.records import RunRecord
 from nbagent.runtime.loop import runner_loop
+from nbagent.runtime.script_exit import install as install_script_exit
 from nbagent.runtime.waiting import WaitEnds, wait_async, wait_blocking
 from nbagent.text import shorten
 
@@ -140,7 +141,14 @@ class Batch:
         self._name_claim = None
 
     def launch(self) -> None:
-        """Start the batch on the runner's loop (``nbagent.batch`` calls it once the views are up)."""
+        """Start the batch on the runner's loop (``nbagent.batch`` calls it once the views are up).
+
+        On the caller's thread it first does what each run's ``start`` does once per process:
+        the runs start on the runner's thread, which must not import or probe a module for the
+        first time while the caller may be importing it (``await batch`` imports IPython; a run
+        started meanwhile found it half-imported and failed).
+        """
+        install_script_exit()
         self._loop = runner_loop()
         asyncio.run_coroutine_threadsafe(self.scheduler.main(), self._loop)
 

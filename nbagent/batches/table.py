@@ -32,6 +32,7 @@ from nbagent.view.html import record_html
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
     from nbagent.batches.state import Progress, TaskState
+    from nbagent.batches.tasks import TaskItem
 
 RUNNING_SHOWN = 8
 ENDED_SHOWN = 5
@@ -133,6 +134,14 @@ def _total(p: Progress) -> int | None:
     return None if p.input_tokens is None else p.input_tokens + (p.output_tokens or 0)
 
 
+def key_text(item: TaskItem) -> str:
+    """The key cell of a task: its key, or ``#position`` when the key is only the task's text
+    (plain-string tasks), which the next cell shows already; the Open box takes either."""
+    if item.key == item.task or item.key.startswith(item.task + "#"):
+        return f"#{item.index}"
+    return item.key
+
+
 def _row(
     key: str, task: str, status: str, steps: str, seconds: str, tokens: str, score: str | None, css: str = ""
 ) -> str:
@@ -173,7 +182,7 @@ def rows_html(batch: Batch, now: float) -> str:
             continue
         lines.append(
             _row(
-                state.item.key,
+                key_text(state.item),
                 state.item.task,
                 str(record.status),
                 str(len(record.steps)),
@@ -196,9 +205,8 @@ def _live_row(state: TaskState, now: float, scored: bool) -> str:
     if record is not None:
         steps, tokens = str(len(record.steps)), count(record.total_tokens)
     elapsed = None if state.started is None else now - state.started
-    return _row(
-        state.item.key, state.item.task, "running", steps, _seconds(elapsed), tokens, "" if scored else None
-    )
+    score = "" if scored else None
+    return _row(key_text(state.item), state.item.task, "running", steps, _seconds(elapsed), tokens, score)
 
 
 class BatchTable:
@@ -262,12 +270,12 @@ class BatchTable:
         name = self._opened
         if not name:
             return None
-        try:  # a task key first (keys may be numbers), then a position
+        try:  # a task key first (keys may be numbers), then a position ("3" or "#3")
             return self.batch.task_state(name)
         except KeyError:
             pass
         try:
-            position = int(name)
+            position = int(name.removeprefix("#"))
         except ValueError:
             return None
         if 0 <= position < len(self.batch.tasks):

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nbagent import events as ev
+from nbagent.analytics import cost
 from nbagent.runtime.cancel import CancelScope, InterruptMode
 
 
@@ -153,19 +154,23 @@ def check_priced(limits: Limits | None, model: str) -> Rates | None:
     Runs on the caller's thread as the run starts (it may import the price library)."""
     if limits is None or limits.max_cost_usd is None:
         return None
-    from nbagent.analytics import cost
-
+    missing_extra = False
     try:
         priced = cost.has_price(model)
         per_input = cost.step_cost(model, 1_000_000, 0) if priced else None
         per_output = cost.step_cost(model, 0, 1_000_000) if priced else None
-    except ImportError:
-        priced, per_input, per_output = False, None, None
+    except ImportError:  # no cost extra: its price library might know the model
+        priced, per_input, per_output, missing_extra = False, None, None, True
     if not priced or per_input is None or per_output is None:
+        hint = (
+            f" (or install the cost extra, whose price library may know it: {cost.EXTRA_HINT})"
+            if missing_extra
+            else ""
+        )
         raise ValueError(
             f"max_cost_usd needs the price of the model {model!r}, and nbagent has none: give it one "
             f"with nbagent.analytics.cost.set_price({model!r}, input_per_mtok=..., output_per_mtok=...)"
-            f" (or install the cost extra: {cost.EXTRA_HINT}). The run was not started."
+            f"{hint}. The run was not started."
         )
     return Rates(per_input / 1e6, per_output / 1e6)
 
@@ -293,7 +298,7 @@ class LimitWatcher:
         if self.message is not None or self.scope.closed:
             return
         if name == "max_cost_usd":
-            detail = f"${used:.4f} of a ${limit:g} budget"
+            detail = f"{cost.dollars(used)} of a {cost.dollars(limit)} budget"
         elif name in ("max_seconds", "max_wait_seconds"):
             detail = f"{used:.2f} s of {limit:g} s"
         else:
