@@ -876,3 +876,31 @@ def test_a_run_whose_last_write_failed_is_written_at_the_next_read(tmp_path, cap
     wait_until(read_without_warning)  # the first reads may still find the last failed try under way
     [stored] = read_without_warning()
     assert dataclasses.asdict(stored) == dataclasses.asdict(record)
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").exists(), reason="boot ids are Linux's")
+def test_a_run_written_on_another_machine_with_the_same_host_name_reads_as_running(tmp_path):
+    """A pid not running here says nothing about a writer whose boot id is another machine's."""
+    from datetime import datetime, timezone
+
+    from nbagent.analytics.runs import RunQuery
+    from nbagent.analytics.store.identity import this_writer
+    from nbagent.analytics.store.schema import put_whole_run
+    from nbagent.records import RunRecord
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    store = RunStore(tmp_path / "runs.db")
+    host, _, start = this_writer()
+    own_boot = start.partition(":")[0]
+    for run_id, boot in (("elsewhere", "a-boot-id-of-another-machine"), ("here", own_boot)):
+        record = RunRecord(run_id, "task", "agent", "model", datetime.now(timezone.utc))
+        store._write(
+            lambda conn, record=record, boot=boot: put_whole_run(conn, record, (host, ended.pid, f"{boot}:1"))
+        )
+    assert {r.run_id: r.status for r in store.records()} == {"elsewhere": "running", "here": "unfinished"}
+    page = store.page(RunQuery(sort="task"))
+    assert dict(zip(page.rows["run_id"], page.rows["status"], strict=True)) == {
+        "elsewhere": "running",
+        "here": "unfinished",
+    }

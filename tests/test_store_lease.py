@@ -9,10 +9,12 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,35 @@ def test_a_lease_released_as_its_store_is_closed_still_gives_the_name_back(tmp_p
     lease.release()
     assert lease.join(timeout=10)
     assert leases.holder(RunStore(tmp_path / "runs.db"), "batch:z") is None
+
+
+def a_dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def lease_row(path: Path, name: str, pid: int, start: str) -> None:
+    """A fresh lease row as a holder with this host name, pid namespace and ``start`` writes it."""
+    RunStore(path).close()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(leases._TABLE)
+        conn.execute(
+            "INSERT INTO batch_leases (name, token, host, pid, start, pidns, since, heartbeat, ttl_s) "
+            "VALUES (?, 'theirs', ?, ?, ?, ?, '2026-01-01T00:00:00Z', ?, 30)",
+            (name, socket.gethostname(), pid, start, leases.pid_namespace(), time.time()),
+        )
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").exists(), reason="boot ids are Linux's")
+def test_a_fresh_lease_of_another_machine_with_the_same_host_name_is_not_taken_over(tmp_path):
+    """Hosts may share a name (containers, cloned VMs, ``localhost``): a pid that is not running
+    here says nothing about a holder whose boot id is another machine's."""
+    path, dead = tmp_path / "evals.db", a_dead_pid()
+    lease_row(path, "batch:elsewhere", dead, "a-boot-id-of-another-machine:12345")
+    with pytest.raises(LeaseHeldError, match=f"pid {dead}"):
+        leases.claim(RunStore(path), "batch:elsewhere")
+
+    own_boot = leases.this_writer()[2].partition(":")[0]  # the same row from this machine: gone
+    lease_row(tmp_path / "here.db", "batch:here", dead, f"{own_boot}:12345")
+    leases.claim(RunStore(tmp_path / "here.db"), "batch:here").release()

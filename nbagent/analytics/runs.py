@@ -3,9 +3,13 @@ records, the runs frame), implemented by ``nbagent.history``, by ``RunStore`` (i
 ``nbagent.analytics.store``) and by ``RecordRuns`` over any list of records (in pandas).
 
 A page never loads every run: a query names its filters, its sort and its page, and the source
-answers with that page's rows (``PAGE_COLUMNS``) and the number of runs that match. Text search
-folds case with Python's ``str.casefold`` on both sides, in SQL as in pandas, so "ÉCOLE" finds
-"école" in a store as in history.
+answers with that page's rows (``PAGE_COLUMNS``) and the number of runs that match.
+
+Every source answers a query alike. Text search matches each of ``SEARCHED`` on its own (a
+needle never spans two of them), as the frames show it (the output as text, not as stored JSON),
+case folded with Python's ``str.casefold`` on both sides, in SQL as in pandas: so "ÉCOLE" finds
+"école", and a quote, a backslash, a newline, ``%`` or ``_`` is just a character, in a store as
+in history.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ PAGE_COLUMNS = (
     "cost_usd",
 )
 """The columns of a page, in order."""
+
+SEARCHED = ("task", "output", "error", "run_id")
+"""The columns ``RunQuery.text`` searches."""
 
 
 @dataclass(frozen=True)
@@ -136,17 +143,8 @@ class RecordRuns:
 
         self._records = {r.run_id: r for r in records}
         frame = runs_frame(list(self._records.values()))
-        self._frame = frame.assign(
-            _search=(
-                frame["task"].fillna("")
-                + "\n"
-                + frame["output"].fillna("")
-                + "\n"
-                + frame["error"].fillna("")
-                + "\n"
-                + frame["run_id"].fillna("")
-            ).str.casefold()
-        )
+        self._frame = frame
+        self._folded = {column: frame[column].fillna("").str.casefold() for column in SEARCHED}
 
     def page(self, query: RunQuery) -> Page:
         import pandas as pd
@@ -164,7 +162,11 @@ class RecordRuns:
         if query.until is not None:
             mask &= frame["started_at"] < pd.Timestamp(iso(query.until))
         if query.text:
-            mask &= frame["_search"].str.contains(fold(query.text), regex=False)
+            needle = fold(query.text)
+            found = pd.Series(False, index=frame.index)
+            for folded in self._folded.values():
+                found |= folded.str.contains(needle, regex=False)
+            mask &= found
         chosen = frame[mask.fillna(False).astype(bool)]
         chosen = chosen.sort_values(
             [query.sort, "run_id"], ascending=not query.descending, na_position="last", kind="stable"
@@ -186,4 +188,4 @@ class RecordRuns:
         return list(self._records.values())
 
     def runs(self) -> pd.DataFrame:
-        return self._frame.drop(columns="_search")
+        return self._frame.copy()

@@ -3,6 +3,10 @@
 Part of ``nbagent.analytics.store``. A run is written with the identity of the process writing it (host,
 pid and, on Linux, the process's boot id and start time, which tell a reused pid apart), so a
 reader can tell a run whose writer died (``"unfinished"``) from one still being written.
+
+A pid is checked only on the machine it belongs to, and a host name does not tell machines
+apart (containers, cloned VMs and hosts all named ``localhost`` share one): the boot id must
+match too (``on_this_machine``). A writer elsewhere cannot be checked, so it counts as alive.
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ def process_start(pid: int) -> str | None:
     return f"{boot}:{stat.rpartition(')')[2].split()[19]}"
 
 
+def _boot(start: str | None) -> str | None:
+    """The boot id in a ``process_start`` value (``None`` where there is none)."""
+    return None if start is None else start.partition(":")[0]
+
+
 _identity: tuple[int, Writer] | None = None
 
 
@@ -37,6 +46,14 @@ def this_writer() -> Writer:
     if _identity is None or _identity[0] != pid:
         _identity = (pid, (socket.gethostname(), pid, process_start(pid)))
     return _identity[1]
+
+
+def on_this_machine(host: str | None, start: str | None) -> bool:
+    """Whether a process that recorded ``host`` and ``start`` ran on this machine since its
+    last boot, so that its pid means something here: the same host name and the same boot id.
+    Where neither side has a boot id (not Linux), the host name is all there is to go by."""
+    own_host, _, own_start = this_writer()
+    return host == own_host and _boot(start) == _boot(own_start)
 
 
 def pid_alive(pid: int) -> bool:
@@ -71,7 +88,7 @@ def _writer_alive(host: str | None, pid: int | None, start: str | None) -> bool:
     """Could the writer of a run still be writing it? Unknown writers (other hosts) count as alive."""
     if pid is None:
         return False  # written before writers were recorded (schema 1): nobody is writing it now
-    if host != socket.gethostname():
+    if not on_this_machine(host, start):
         return True
     if not pid_alive(pid):
         return False

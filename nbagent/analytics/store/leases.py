@@ -7,9 +7,10 @@ the time of its last heartbeat. The holder's ``Lease`` thread writes a heartbeat
 ``ttl_s / 3``; a lease whose heartbeat is older than ``ttl_s`` has lapsed and the next claim takes
 it over, so a holder that died (``kill -9``, a dead kernel, a lost host) blocks the name for at
 most ``ttl_s``. A holder on this host whose process is gone loses it at once (a kernel that died
-is resumed without a wait): the row has its pid, the process's start time (a reused pid is told
-apart) and its pid namespace; in another namespace or on another host a pid says nothing, and a
-wrong guess would run the batch twice, so only the heartbeat counts there.
+is resumed without a wait): the row has its pid, the process's boot id and start time (a reused
+pid is told apart) and its pid namespace; in another namespace, or on another machine (even one
+with the same host name: the boot ids differ), a pid says nothing, and a wrong guess would run
+the batch twice, so only the heartbeat counts there.
 
 Times are the holders' wall clocks (``time.time()``): hosts sharing a store on a network folder
 must keep their clocks within a fraction of ``ttl_s``.
@@ -33,7 +34,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from nbagent.analytics.store.file import StoreError
-from nbagent.analytics.store.identity import pid_alive, process_start, this_writer
+from nbagent.analytics.store.identity import on_this_machine, pid_alive, process_start, this_writer
 from nbagent.errors import NbagentError
 
 if TYPE_CHECKING:
@@ -87,8 +88,7 @@ class Holder:
         return now - self.heartbeat > self.ttl_s or self.gone()
 
     def gone(self) -> bool:
-        host, _, _ = this_writer()
-        if self.host != host or self.pidns is None or self.pidns != pid_namespace():
+        if self.pidns is None or self.pidns != pid_namespace() or not on_this_machine(self.host, self.start):
             return False  # its pid cannot be checked from here
         if not pid_alive(self.pid):
             return True

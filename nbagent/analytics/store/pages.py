@@ -8,9 +8,14 @@ are computed for the rows of that page only (correlated subqueries over the step
 Reading here never goes through the store's writer: each query opens its own read-only SQLite
 connection (``mode=ro``, or ``immutable=1`` in a read-only folder), so browsing can neither lock
 out a live run's writes nor change the file. Filter values are always bound parameters; the sort
-column is checked against a fixed list (``RunQuery``). Case folding is Python's, registered as a
-function of the read connection (SQLite's own ``LIKE`` folds ASCII letters only). A run still
-marked ``running`` whose writer process is gone is shown as ``unfinished``.
+column is checked against a fixed list (``RunQuery``). A run still marked ``running`` whose
+writer process is gone is shown as ``unfinished``.
+
+Text search answers as ``nbagent.history`` does (``RecordRuns``), for any text: each of task,
+output, error and run id, as the frames show it, case folded with Python's ``str.casefold``,
+contains the folded needle. So the output is searched as its text, not as its stored JSON (where
+a quote, a backslash, a newline or a tab is escaped), and folding is a function of the read
+connection (SQLite's ``LIKE`` folds ASCII letters only).
 """
 
 from __future__ import annotations
@@ -21,24 +26,39 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from nbagent.analytics.runs import Page, RunQuery, fold, page_frame
-from nbagent.analytics.store.schema import iso
+from nbagent.analytics.frames import value_text
+from nbagent.analytics.runs import SEARCHED, Page, RunQuery, fold, page_frame
+from nbagent.analytics.store.schema import from_json, iso
 
-_NOT_ASCII = f"*[^{chr(1)}-{chr(127)}]*"
-"""A GLOB pattern for text with a character past ASCII (or a NUL)."""
+_OUTPUT_TEXT = """CASE
+    WHEN output IS NULL THEN NULL
+    WHEN output GLOB '"*' AND json_valid(output) AND NOT instr(output, '\\u0000')
+        THEN json_extract(output, '$')
+    ELSE nbagent_value_text(output) END"""
+"""The output as the frames show it (``value_text``): a JSON string decoded in SQL, anything else
+(a number, a dict, a foreign writer's raw text; a string holding a NUL, which SQLite's JSON
+functions cut short) shown by Python."""
+
+_SEARCHED = tuple(_OUTPUT_TEXT if column == "output" else column for column in SEARCHED)
 
 
-def _contains(column: str, folded: str) -> tuple[str, list[Any]]:
-    """SQL for "``column``, case folded, contains ``folded``", and its parameters.
+def _output_text(stored: str | None) -> str | None:
+    return value_text(from_json(stored))
+
+
+def _contains(text: str, folded: str) -> tuple[str, list[Any]]:
+    """SQL for "``text``, case folded, contains ``folded``", and its parameters.
 
     Folding in Python costs a call per row, so it runs on the rows that need it only: text that
     is all ASCII folds as SQLite's ``LIKE`` does (ASCII letters), and a match of an ASCII needle
-    by ``LIKE`` is a match after folding too, since folding works character by character."""
-    folded_match = f"({column} GLOB ? AND instr(nbagent_fold({column}), ?))"
-    if not folded.isascii():
-        return folded_match, [_NOT_ASCII, folded]
+    by ``LIKE`` is a match after folding too, since folding works character by character. Text
+    has a character past ASCII or a NUL (where ``LIKE`` stops reading) exactly when it has fewer
+    characters (``length`` counts up to a NUL) than bytes."""
+    by_python = f"(length({text}) < length(CAST({text} AS BLOB)) AND instr(nbagent_fold({text}), ?))"
+    if not folded.isascii() or "\x00" in folded:  # only text past ASCII, or with a NUL, holds it
+        return by_python, [folded]
     escaped = folded.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"({column} LIKE ? ESCAPE '\\' OR {folded_match})", [f"%{escaped}%", _NOT_ASCII, folded]
+    return f"({text} LIKE ? ESCAPE '\\' OR {by_python})", [f"%{escaped}%", folded]
 
 
 class StorePages:
@@ -52,6 +72,7 @@ class StorePages:
 
         conn = connect(self.path, readonly=True, timeout=10, synchronous="NORMAL")
         conn.create_function("nbagent_fold", 1, fold, deterministic=True)
+        conn.create_function("nbagent_value_text", 1, _output_text, deterministic=True)
         return conn
 
     @staticmethod
@@ -75,9 +96,7 @@ class StorePages:
             clauses.append("started_at < ?")
             params.append(iso(query.until))
         if query.text:
-            matches = [
-                _contains(column, fold(query.text)) for column in ("task", "output", "error", "run_id")
-            ]
+            matches = [_contains(text, fold(query.text)) for text in _SEARCHED]
             clauses.append("(" + " OR ".join(sql for sql, _ in matches) + ")")
             params.extend(value for _, values in matches for value in values)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
