@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_rgb
 
+pytestmark = pytest.mark.needs("plots")
+
 
 @pytest.fixture(scope="module")
 def records():

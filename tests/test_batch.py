@@ -208,6 +208,7 @@ def test_ctrl_c_stops_a_blocking_batch_once_every_record_is_in():
     assert frame["status"].value_counts().to_dict() == {"skipped": 4, "interrupted": 2}
 
 
+@pytest.mark.needs("smolagents")
 def test_a_batch_of_smolagents_agents():
     from smolagents import CodeAgent
     from smolagents_fakes import ScriptedSmolModel, code

@@ -28,6 +28,8 @@ from nbagent.models.credentials import scrub
 from nbagent.models.openai import _retry_after
 from nbagent.models.openai_reply import ReplyAssembly
 
+pytestmark = pytest.mark.needs("openai")
+
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))
 FAKE_KEY = "sk-nbagent-test-7f3a9c1e5b2d4f6a8e0c"

@@ -38,6 +38,8 @@ from nbagent import events as ev
 from nbagent.adapters import smolagents as adapter
 from nbagent.runtime.cancel import current_scope
 
+pytestmark = pytest.mark.needs("smolagents")
+
 KINDS = [("tool", False), ("tool", True), ("code", False), ("code", True)]
 KIND_IDS = ["tools", "tools-streaming", "code", "code-streaming"]
 
