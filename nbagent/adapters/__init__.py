@@ -85,5 +85,5 @@ _RECORDS_FROM = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _RECORDS_FROM)
+__getattr__, __dir__ = lazy_attributes(__name__, _RECORDS_FROM)
 """``records_from_<framework>``: read runs made without nbagent (imports that adapter only)."""

@@ -177,5 +177,5 @@ def fold_timeout(start_options: dict[str, Any], timeout_s: float, *, stacklevel:
     )
 
 
-__getattr__ = lazy_attributes(__name__, {"RayBackend": "ray"})
+__getattr__, __dir__ = lazy_attributes(__name__, {"RayBackend": "ray"})
 """``RayBackend`` imports nothing of Ray until a backend is built."""
