@@ -238,6 +238,7 @@ def test_a_batch_of_smolagents_agents():
         (lambda: batch(quick_agent, ["a"], concurrency=0), ValueError, "concurrency"),
         (lambda: batch(quick_agent, ["a"], skip=["done"]), ValueError, "skip takes end states"),
         (lambda: batch(quick_agent(), ["a"]), TypeError, "make_agent must be a function"),
+        (lambda: batch(nbagent.Agent, ["a"]), TypeError, "make_agent is the class Agent, which needs"),
         (lambda: batch(quick_agent, ["a"], display=True, sinks=[]), TypeError, "takes no sinks"),
         (lambda: batch(quick_agent, ["a"], timeout_s=-1), ValueError, "timeout_s"),
     ],

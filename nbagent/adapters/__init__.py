@@ -10,6 +10,7 @@ in one place for every framework: ``nbagent.runtime.turns`` (a source's ``takes_
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from typing import Any
 
@@ -42,12 +43,18 @@ def source_for(agent: Any) -> Any | None:
 def as_source(agent: Any) -> Any:
     """The runnable form of ``agent`` (a ``nbagent.runtime.source.Source``): itself if native,
     else its framework's adapter; a ``TypeError`` that says what can run otherwise."""
+    if isinstance(agent, type):  # a class has its instances' methods, ``drive`` among them
+        raise TypeError(
+            f"nbagent runs an agent, not the class {agent.__name__}: pass an instance, "
+            f"such as {agent.__name__}(...)"
+        )
     if hasattr(agent, "drive"):
         return agent
     source = source_for(agent)
     if source is None:
+        built = f" ({agent.__name__} is a function: call it)" if inspect.isfunction(agent) else ""
         raise TypeError(
-            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent, or an agent of "
+            f"nbagent cannot run {type(agent).__name__}{built}: pass an nbagent.Agent, or an agent of "
             "smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph"
         )
     return source
