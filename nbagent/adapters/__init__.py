@@ -14,6 +14,7 @@ import inspect
 import sys
 from typing import Any
 
+from nbagent.extras import install_hint
 from nbagent.lazy import lazy_attributes
 
 
@@ -65,7 +66,7 @@ def require(module: str, extra: str, framework: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{framework} is not installed: pip install 'nbagent-jupyter[{extra}]'") from exc
+        raise ImportError(f"{framework} is not installed: {install_hint(extra)}") from exc
 
 
 def reported_usage(usage: Any) -> tuple[int | None, int | None]:

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from nbagent import events as ev
+from nbagent.extras import install_hint
 from nbagent.runtime.cancel import CancelScope, InterruptMode
 
 
@@ -165,7 +166,7 @@ def check_priced(limits: Limits | None, model: str) -> Rates | None:
         raise ValueError(
             f"max_cost_usd needs the price of the model {model!r}, and nbagent has none: give it one "
             f"with nbagent.analytics.cost.set_price({model!r}, input_per_mtok=..., output_per_mtok=...)"
-            f" (or install the cost extra: {cost.EXTRA_HINT}). The run was not started."
+            f" (or install the cost extra: {install_hint('cost')}). The run was not started."
         )
     return Rates(per_input / 1e6, per_output / 1e6)
 
