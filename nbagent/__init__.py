@@ -80,7 +80,7 @@ _LAZY = {
     "compare": "explore.comparison",
 }
 _SUBMODULES = ("adapters", "analytics", "batches", "explore", "guardrails", "models", "otel")
-_served = lazy_attributes(__name__, _LAZY, submodules=_SUBMODULES)
+_served, _listed = lazy_attributes(__name__, _LAZY, submodules=_SUBMODULES)
 _MOVED = {
     # name at the root: (its home, True for a module). Still served, with a DeprecationWarning.
     "ApprovalCall": ("nbagent.guardrails", False),
@@ -157,4 +157,4 @@ __all__ = [
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, *_SUBMODULES, "__version__"})
+    return sorted({*_listed(), "__version__"})

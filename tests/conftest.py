@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -13,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import missing_extras, skip_reason
 
 import nbagent
 from nbagent.models import ScriptedModel
@@ -91,116 +90,64 @@ def no_display():
     nbagent.configure(display=None)
 
 
-# -- tests of optional extras: skipped, saying why, when their packages are absent -------------
-
-TESTS = Path(__file__).resolve().parent
-
-EXTRA_OF = {
-    "smolagents": "smolagents",
-    "pydantic_ai": "pydantic-ai",
-    "agents": "openai-agents",
-    "langgraph": "langgraph",
-    "langchain_core": "langgraph",
-    "langchain": "langgraph",
-    "langchain_openai": "test-all",
-    "ray": "ray",
-    "opentelemetry": "otel",
-    "phoenix": "test-all",
-    "playwright": "test-all",
-    "itables": "explore",
-    "anywidget": "explore",
-    "matplotlib": "plots",
-    "pyarrow": "parquet",
-    "openai": "openai",
-    "genai_prices": "cost",
-    "mcp": "mcp",
-}
-"""Which extra brings a top-level package the tests import (the rest are in ``test``)."""
+# -- what a test needs beyond the `test` extra: declared as `pytest.mark.needs(extra, ...)` --------
+# (tests/needs.py says how; the notebooks are here too, not in notebooks/conftest.py: two conftest
+# modules would shadow each other, and this hook sees every collected item, the notebooks' included)
 
 
-def _imported_tops(path: Path, seen: set[Path]) -> set[str]:
-    """Top-level packages ``path`` imports at module level, following the tests' own helper modules."""
-    if path in seen:
-        return set()
-    seen.add(path)
+def _declared_needs(path: Path) -> list[str]:
+    """The extras a test module's ``pytestmark`` names in ``pytest.mark.needs(...)``, read without
+    importing the module (it may import those packages at the top)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.split(".")[0])
-    tops: set[str] = set()
-    for name in names:
-        local = TESTS / f"{name}.py"
-        tops |= _imported_tops(local, seen) if local.is_file() else {name}
-    return tops
-
-
-def missing_packages(path: Path) -> list[str]:
-    """The packages a test module needs at import time that are not installed."""
-    return sorted(
-        top
-        for top in _imported_tops(path, set())
-        if top not in sys.stdlib_module_names and importlib.util.find_spec(top) is None
-    )
+    assigned = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+    ]
+    return [
+        argument.value
+        for value in assigned
+        for call in ast.walk(value)
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "needs"
+        for argument in call.args
+        if isinstance(argument, ast.Constant)
+    ]
 
 
 class _NeedsExtra(pytest.Module):
-    """A test module whose optional packages are missing: one skipped entry that says which."""
+    """A test module whose extras are missing: one skipped entry that says which, never imported."""
 
-    missing: list[str]
+    reason: str
 
     def collect(self):
-        extras = sorted({EXTRA_OF.get(top, "test-all") for top in self.missing})
-        pytest.skip(
-            f'needs {", ".join(self.missing)}: pip install -e ".[{",".join(extras)}]" '
-            "(or .[test-all] for every test)"
-        )
+        pytest.skip(self.reason)
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
-    missing = missing_packages(Path(module_path))
+    missing = missing_extras(_declared_needs(Path(module_path)))
     if not missing:
         return None
     module = _NeedsExtra.from_parent(parent, path=Path(module_path))
-    module.missing = missing
+    module.reason = skip_reason(Path(module_path).name, missing)
     return module
 
 
-# -- notebooks whose packages are missing: skipped, saying which extra brings them -------------
-# (here, not in notebooks/conftest.py: two conftest modules would shadow each other, and this hook
-# sees every collected item, the notebooks' included)
-
-USED_ON_DEMAND = {
-    "plot_": "matplotlib",
-    "to_parquet(": "pyarrow",
-    "read_parquet(": "pyarrow",
-    "nbagent.mcp": "mcp",
-}
-"""Features that import an optional package only when used."""
-
-
-def notebook_needs(path: Path) -> set[str]:
-    """Top-level packages a notebook imports, or uses on demand, beyond the standard library."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    source = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
-    tree = compile(source, str(path), "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    tops = {name.split(".")[0] for name in names} - set(sys.stdlib_module_names)
-    return tops | {package for usage, package in USED_ON_DEMAND.items() if usage in source}
+def notebook_needs(path: Path) -> list[str]:
+    """The extras a notebook names in its metadata (``"nbagent": {"needs": [...]}``)."""
+    metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    return list(metadata.get("nbagent", {}).get("needs", []))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
-        if path.suffix != ".ipynb":
-            continue
-        missing = sorted(top for top in notebook_needs(path) if importlib.util.find_spec(top) is None)
+        if path.suffix == ".ipynb":
+            needs = notebook_needs(path)
+        else:
+            needs = [extra for marker in item.iter_markers("needs") for extra in marker.args]
+        missing = missing_extras(needs)
         if missing:
-            reason = f'{path.name} needs {", ".join(missing)}: pip install -e ".[notebook]"'
-            item.add_marker(pytest.mark.skip(reason=reason))
+            item.add_marker(pytest.mark.skip(reason=skip_reason(item.name, missing)))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

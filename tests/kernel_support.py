@@ -327,6 +327,12 @@ class KernelDriver:
             )
         return execution
 
+    def complete(self, code: str, timeout: float = 30) -> list[str]:
+        """What the kernel offers for Tab at the end of ``code`` (a ``complete_request``)."""
+        msg_id = self.kc.complete(code, len(code))
+        reply = self.wait_for(lambda: self._replies.get(msg_id), timeout, f"completions of {code!r}")
+        return reply["content"]["matches"]
+
     def click(self, model_id: str) -> float:
         """Click a Button exactly as a browser does; returns the ``time.monotonic()`` of the send."""
         content = {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -17,11 +18,14 @@ from end_states import every_end_state, interrupted_mid_stream, success
 import nbagent
 from nbagent.analytics import analysis, cost, history, plots
 from nbagent.analytics.frames import json_columns, runs_frame, steps_frame, tool_calls_frame
+from nbagent.extras import install_hint
 from nbagent.models import ScriptedModel
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_rgb
+
+pytestmark = pytest.mark.needs("plots")
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +220,7 @@ def test_without_the_cost_extra_pricing_names_it_and_frames_show_na(records, mon
     monkeypatch.setitem(sys.modules, "genai_prices", None)
     cost._library_cost.cache_clear()
     try:
-        with pytest.raises(ImportError, match=r"nbagent-jupyter\[cost\]"):
+        with pytest.raises(ImportError, match=re.escape(install_hint("cost"))):
             cost.step_cost("gpt-4o", 10, 10)
         # Records of runs made without the extra carry no cost of their own.
         priced = [dataclasses.replace(r, cost_usd=None) for r in records if r.model == "gpt-4o"]
@@ -342,7 +346,7 @@ def test_durations_plot_splits_by_status_or_kind(records):
 
 def test_plots_without_matplotlib_name_the_extra(records, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
-    with pytest.raises(ImportError, match=r"nbagent-jupyter\[plots\]"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("plots"))):
         plots.durations(records)
 
 

@@ -208,6 +208,7 @@ def test_ctrl_c_stops_a_blocking_batch_once_every_record_is_in():
     assert frame["status"].value_counts().to_dict() == {"skipped": 4, "interrupted": 2}
 
 
+@pytest.mark.needs("smolagents")
 def test_a_batch_of_smolagents_agents():
     from smolagents import CodeAgent
     from smolagents_fakes import ScriptedSmolModel, code
@@ -237,6 +238,7 @@ def test_a_batch_of_smolagents_agents():
         (lambda: batch(quick_agent, ["a"], concurrency=0), ValueError, "concurrency"),
         (lambda: batch(quick_agent, ["a"], skip=["done"]), ValueError, "skip takes end states"),
         (lambda: batch(quick_agent(), ["a"]), TypeError, "make_agent must be a function"),
+        (lambda: batch(nbagent.Agent, ["a"]), TypeError, "make_agent is the class Agent, which needs"),
         (lambda: batch(quick_agent, ["a"], display=True, sinks=[]), TypeError, "takes no sinks"),
         (lambda: batch(quick_agent, ["a"], timeout_s=-1), ValueError, "timeout_s"),
     ],

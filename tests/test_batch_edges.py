@@ -104,7 +104,6 @@ def test_a_stop_while_factories_build_agents_skips_their_tasks(mode):
 
 
 def test_the_open_box_takes_a_task_key_first_then_a_position_and_never_raises():
-    pytest.importorskip("ipywidgets")
     from nbagent.batches.table import BatchTable
 
     rows = [{"id": 100 + i, "task": f"question {word}"} for i, word in enumerate(["alpha", "beta", "gamma"])]
@@ -181,8 +180,10 @@ def test_a_second_live_batch_of_one_name_and_store_is_refused_until_the_first_en
     assert again["reused"].tolist() == [True, True]
 
 
+@pytest.mark.needs("ray")
 def test_a_ray_backend_open_for_one_batch_refuses_another_without_touching_it():
-    ray = pytest.importorskip("ray", reason="Ray is not installed")
+    import ray
+
     from nbagent.batches.ray import RayBackend
 
     backend = RayBackend(workers=1)

@@ -11,15 +11,18 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import ray
 from conftest import wait_until
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'nbagent-jupyter[ray]')")
+from nbagent.analytics.store import RunStore
+from nbagent.batches import batch, run_batch
+from nbagent.batches.ray import RayBackend
 
-from nbagent.analytics.store import RunStore  # noqa: E402
-from nbagent.batches import batch, run_batch  # noqa: E402
-from nbagent.batches.ray import RayBackend  # noqa: E402
-
-pytestmark = [pytest.mark.timeout(240), pytest.mark.skipif(sys.platform == "win32", reason="Ray on Linux")]
+pytestmark = [
+    pytest.mark.needs("ray"),
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(sys.platform == "win32", reason="Ray on Linux"),
+]
 TESTS = Path(__file__).resolve().parent
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import BENCHMARK_NEEDS
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
@@ -70,7 +71,10 @@ def test_every_benchmark_is_covered_and_takes_quick_and_json():
         assert "--quick" in text and "--json" in text, f"{script.name} lacks --quick or --json"
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(s, marks=pytest.mark.needs(*BENCHMARK_NEEDS.get(s.stem, ())), id=s.stem) for s in SCRIPTS],
+)
 def test_benchmark_json_parses_with_quick(script: Path):
     done = run_quick(script, "--json")
     assert done.returncode == 0, f"{script.name} --quick --json failed:\n{done.stderr[-4000:]}"

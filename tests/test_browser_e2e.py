@@ -39,6 +39,7 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = [
+    pytest.mark.needs("test-all"),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
     pytest.mark.timeout(300),

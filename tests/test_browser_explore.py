@@ -34,6 +34,7 @@ ALIGNMENT = """(root) => [...root.querySelectorAll(
 """The text alignment of the comparison's step text, tool calls, difference notes and task."""
 
 pytestmark = [
+    pytest.mark.needs("test-all"),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
     pytest.mark.timeout(300),

@@ -16,10 +16,10 @@ from nbagent.models import ToolCall
 from nbagent.view.html import record_html
 
 pytestmark = [
+    pytest.mark.needs("test-all"),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
 ]
-playwright_api = pytest.importorskip("playwright.sync_api", reason="needs the test-all extra (playwright)")
 
 MEASURE = """() => [...document.querySelectorAll('.nbagent-bar')].map(bar => {
   const track = bar.getBoundingClientRect();
@@ -42,7 +42,9 @@ def short_runs() -> list[nbagent.RunRecord]:
 
 def test_step_bars_of_a_very_short_run_stay_inside_their_track() -> None:
     pages = [record_html(record) for record in short_runs()]
-    with playwright_api.sync_playwright() as playwright:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()

@@ -4,15 +4,14 @@ on the smolagents thread (where approvals hold a call too), for code and for too
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("smolagents")
-
 from smolagents_fakes import Turn, answer, code
 from test_smolagents import Fakes
 
 import nbagent
 from nbagent.adapters import smolagents as adapter
 from nbagent.guardrails import Limits
+
+pytestmark = pytest.mark.needs("smolagents")
 
 
 @pytest.fixture

@@ -59,6 +59,7 @@ def test_scripted_tool_calls_stream_their_arguments_before_the_call():
     assert got.index(call) > max(i for i, p in enumerate(got) if isinstance(p, ToolCallDelta))
 
 
+@pytest.mark.needs("openai")
 @pytest.mark.parametrize("tokens_per_s", [1e9, 2000.0], ids=["all-at-once", "paced"])
 def test_a_reply_of_tool_call_arguments_from_a_server_is_cut_within_one_chunk(tokens_per_s):
     """The server streams a thousand pieces of arguments (and would report 1,000 tokens): the run

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PRELUDE = r"""
@@ -98,6 +100,7 @@ def run_script(body: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.needs("cost")
 def test_pricing_before_the_library_is_loaded_returns_at_once_then_prices_after_the_warm_up():
     out = run_script(
         r"""
@@ -158,6 +161,7 @@ out["touched"] = list(touched)
     assert out["touched"] == []
 
 
+@pytest.mark.needs("cost")
 def test_warm_up_starts_one_background_import_and_returns_at_once():
     out = run_script(
         r"""

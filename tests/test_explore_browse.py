@@ -30,7 +30,7 @@ def _count(store, where: str = "", params: tuple[Any, ...] = ()) -> int:
         return conn.execute(f"SELECT count(*) FROM runs {where}", params).fetchone()[0]
 
 
-@pytest.mark.parametrize("table", ["itables", "select"])
+@pytest.mark.parametrize("table", [pytest.param("itables", marks=pytest.mark.needs("explore")), "select"])
 def test_browse_filters_sorts_and_pages_fifty_thousand_stored_runs(big_store, table):
     browser = browse(big_store, table=table, page_size=20)
     assert browser.table_kind == table
@@ -71,6 +71,7 @@ def test_picking_one_run_opens_it_and_two_compare_them(big_store):
     assert "B − A" in browser.shown_html and f"run {second}" in browser.shown_html
 
 
+@pytest.mark.needs("explore")
 def test_run_text_in_the_table_is_escaped(tmp_path):
     import end_states
 
@@ -140,6 +141,7 @@ def _update(kernel: KernelDriver, model_id: str, state: dict[str, Any]) -> None:
     kernel.kc.shell_channel.send(kernel.kc.session.msg("comm_msg", content))
 
 
+@pytest.mark.needs("explore")
 @pytest.mark.kernel
 @pytest.mark.timeout(180)
 def test_browse_in_a_real_kernel_filters_and_opens_the_picked_runs(big_store):

@@ -19,6 +19,7 @@ from test_browser_e2e import CHROMIUM, CHROMIUM_ARGS
 from nbagent.explore import compare, to_html
 
 pytestmark = [
+    pytest.mark.needs("test-all"),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
     pytest.mark.timeout(120),

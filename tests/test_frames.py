@@ -44,7 +44,7 @@ def records() -> dict[str, RunRecord]:
     return every_end_state(tags=["nightly", "v2"], metadata={"variant": "b", "seed": 7})
 
 
-@pytest.fixture(params=["pyarrow", "python"])
+@pytest.fixture(params=[pytest.param("pyarrow", marks=pytest.mark.needs("parquet")), "python"])
 def string_storage(request):
     """Both ways pandas may back the "string" dtype (pandas 2.2 defaults to python)."""
     with pd.option_context("mode.string_storage", request.param):
@@ -241,6 +241,7 @@ def test_a_live_snapshot_is_a_running_row(records):
     assert frame["total_tokens"].iloc[-1] is pd.NA
 
 
+@pytest.mark.needs("parquet")
 def test_frames_round_trip_through_parquet(records, tmp_path):
     for name, builder in BUILDERS.items():
         frame = builder(records.values())
@@ -369,6 +370,7 @@ def assert_every_text_is_clean(*frames: pd.DataFrame) -> None:
                 value.encode("utf-8")  # raises for a lone surrogate
 
 
+@pytest.mark.needs("parquet")
 def test_no_value_makes_a_frame_raise_in_a_real_run(tmp_path):
     calls = [
         ToolCall("hostile", {"kind": "unprintable"}),
@@ -395,6 +397,7 @@ def test_no_value_makes_a_frame_raise_in_a_real_run(tmp_path):
         frame.to_parquet(tmp_path / f"{name}.parquet")  # pyarrow refuses lone surrogates
 
 
+@pytest.mark.needs("parquet")
 def test_no_value_makes_a_frame_raise_in_a_hand_built_record(tmp_path, string_storage):
     t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
     record = RunRecord("r\ud800", "task \ud800", "agent é", None, t0, status="error")  # type: ignore[arg-type]

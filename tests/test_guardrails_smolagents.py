@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("smolagents")
-
 from conftest import wait_until
 from smolagents_fakes import Turn, answer, call, code
 from test_smolagents import KIND_IDS, KINDS, Fakes, answer_turn, held, lookup_turn
@@ -16,6 +13,8 @@ from nbagent.adapters import smolagents as adapter
 from nbagent.analytics import cost
 from nbagent.guardrails import Limits
 from nbagent.guardrails.limits import estimate_tokens
+
+pytestmark = pytest.mark.needs("smolagents")
 
 LONG = "word " * 400
 

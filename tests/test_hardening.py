@@ -346,6 +346,46 @@ def test_a_model_reporting_invalid_usage_gets_a_model_error_naming_it(bad):
     assert len(steps_frame([record])) == 1
 
 
+class Subclassed(nbagent.Agent):
+    """A user's own agent class."""
+
+
+def _start(agent, task):
+    return nbagent.start(agent, task)
+
+
+def _run(agent, task):
+    return nbagent.run(agent, task)
+
+
+def _arun(agent, task):
+    return asyncio.run(nbagent.arun(agent, task))
+
+
+@pytest.mark.parametrize("call", [_start, _run, _arun], ids=["start", "run", "arun"])
+@pytest.mark.parametrize(
+    ("agent", "task", "message"),
+    [
+        (nbagent.Agent, "hi", r"not the class Agent: pass an instance, such as Agent\(\.\.\.\)"),
+        (Subclassed, "hi", r"not the class Subclassed: pass an instance"),
+        (nbagent.demo_agent, "hi", r"demo_agent is a function: call it\): pass an nbagent\.Agent"),
+        (None, "hi", r"cannot run NoneType: pass an nbagent\.Agent"),
+        ("hi", "task", r"cannot run str: pass an nbagent\.Agent"),
+        ("agent", None, r"cannot run str: pass an nbagent\.Agent"),
+        (nbagent.demo_agent(), 42, r"task must be a str, not int"),
+        (nbagent.demo_agent(), b"hi", r"task must be a str, not bytes"),
+    ],
+    ids=["the-class", "a-subclass", "a-factory", "none", "a-task-as-agent", "text", "int-task", "bytes-task"],
+)
+def test_a_wrong_type_of_agent_or_task_is_a_type_error_at_start_that_says_what_to_pass(
+    call, agent, task, message
+):
+    before = len(nbagent.history.records())
+    with pytest.raises(TypeError, match=message):
+        call(agent, task)
+    assert len(nbagent.history.records()) == before  # refused before any run began
+
+
 def test_construction_mistakes_fail_at_once_with_a_hint():
     with pytest.raises(TypeError, match=r"pass e\.g\. nbagent\.models\.OpenAIChatModel"):
         nbagent.Agent("gpt-4.1-mini")

@@ -10,10 +10,6 @@ import time
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-pytest.importorskip("langchain", reason="LangChain agents (create_agent) need langchain")
-
 from conftest import wait_until
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -23,6 +19,8 @@ from langgraph_scenarios import _ask_graph, _chain_graph, _hitl_agent, add
 
 import nbagent
 from nbagent.adapters.langgraph import records_from_langgraph
+
+pytestmark = pytest.mark.needs("langgraph")
 
 TOOL_STARTED: list[float] = []
 TOOL_CANCELLED: list[float] = []

@@ -10,16 +10,14 @@ import json
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-pytest.importorskip("langchain", reason="LangChain agents (create_agent) need langchain")
-
 from conftest import wait_until
 from langgraph.types import Command
 from langgraph_scenarios import Scenario, all_scenarios
 
 import nbagent
 from nbagent.adapters.langgraph_records import content_text, message_type, output_of
+
+pytestmark = pytest.mark.needs("langgraph")
 
 SCENARIOS = all_scenarios()
 

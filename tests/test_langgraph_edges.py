@@ -7,10 +7,6 @@ import asyncio
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-pytest.importorskip("langchain", reason="LangChain agents (create_agent) need langchain")
-
 from conftest import wait_until
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -20,6 +16,8 @@ from langgraph_scenarios import MapState, _ask_graph, _failing_graph, _hitl_agen
 
 import nbagent
 from nbagent.adapters.langgraph_threads import INTERRUPTED_OUTPUT
+
+pytestmark = pytest.mark.needs("langgraph")
 
 STARTED: list[str] = []
 

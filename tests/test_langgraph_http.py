@@ -10,16 +10,14 @@ from typing import Any
 import httpx
 import pytest
 from conftest import wait_until
-
-pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-pytest.importorskip("langchain_openai", reason="ChatOpenAI needs langchain-openai")
-
 from langchain.agents import create_agent
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from openai_server import OpenAIServer, Stream
 
 import nbagent
+
+pytestmark = pytest.mark.needs("langgraph", "test-all")
 
 
 def _agent(server: OpenAIServer, **model: Any) -> Any:

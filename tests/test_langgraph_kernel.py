@@ -11,10 +11,7 @@ from pathlib import Path
 import pytest
 from kernel_support import KernelDriver, html_text
 
-pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
-pytest.importorskip("langchain", reason="LangChain agents (create_agent) need langchain")
-
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.needs("langgraph"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
 SETUP = rf"""
 import sys

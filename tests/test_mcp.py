@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from conftest import fast_model, wait_until
 
-pytest.importorskip("mcp", reason="needs the mcp extra")
-
 import nbagent
 from nbagent.guardrails import Limits
 from nbagent.mcp import MCPServer
 from nbagent.models import ToolCall
+
+pytestmark = pytest.mark.needs("mcp")
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 TRIALS = 20

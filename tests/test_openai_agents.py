@@ -9,10 +9,6 @@ import sys
 import threading
 
 import pytest
-from conftest import wait_until
-
-pytest.importorskip("agents")
-
 from agents import (
     Agent,
     ModelSettings,
@@ -25,10 +21,13 @@ from agents import (
 )
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
+from conftest import wait_until
 
 import nbagent
 from nbagent.adapters import openai_agents as adapter
 from nbagent.adapters import source_for
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 HANG_S = 3600.0
 """A tool or callback that 'hangs' waits this long: only a Stop ends it within a test."""

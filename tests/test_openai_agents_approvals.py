@@ -5,15 +5,14 @@ run; a Stop while it waits ends it like any Stop. Errors are errors, not Stops. 
 from __future__ import annotations
 
 import pytest
-from conftest import wait_until
-
-pytest.importorskip("agents")
-
 from agents import Agent, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
+from conftest import wait_until
 
 import nbagent
 from nbagent.adapters import openai_agents as adapter
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -13,19 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import wait_until
-
-pytest.importorskip("agents")
-
 from agents import Agent, Runner, set_tracing_disabled
 from agents.exceptions import MaxTurnsExceeded
 from agents.testing import ScriptedModel, assistant_message
+from conftest import wait_until
 from openai import APIError
 from openai_agents_scenarios import SCENARIOS, Case, says, scripted
 
 import nbagent
 from nbagent.errors import describe
 from nbagent.records import RunRecord
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 THEN = "and then?"
 

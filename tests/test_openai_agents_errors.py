@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-pytest.importorskip("agents")
-
 from agents import Agent, ModelSettings, RunConfig, function_tool, handoff, set_tracing_disabled
 from agents.handoffs import Handoff
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
@@ -19,6 +16,8 @@ from openai_agents_scenarios import API_URL, explode_loudly, http, says
 import nbagent
 from nbagent.adapters.openai_agents import model_error, with_usage_asked
 from nbagent.errors import ModelError
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -7,10 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import wait_until
-
-pytest.importorskip("agents")
-
 from agents import (
     Agent,
     ModelSettings,
@@ -20,10 +16,13 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from conftest import wait_until
 from openai import AsyncOpenAI
 from openai_server import OpenAIServer, Stream, StreamedCall
 
 import nbagent
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 DISCONNECT_WITHIN_S = 1.0
 """Stop -> the server sees the client go (measured: a few ms; generous for a loaded machine)."""

@@ -11,9 +11,7 @@ from __future__ import annotations
 import pytest
 from kernel_support import KernelDriver, html_text
 
-pytest.importorskip("agents")
-
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.needs("openai-agents"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
 SDK_SETUP = """
 import asyncio

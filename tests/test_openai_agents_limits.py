@@ -7,10 +7,6 @@ import asyncio
 import threading
 
 import pytest
-from conftest import wait_until
-
-pytest.importorskip("agents")
-
 from agents import (
     Agent,
     RunConfig,
@@ -22,10 +18,13 @@ from agents import (
 )
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
+from conftest import wait_until
 
 import nbagent
 from nbagent.adapters import openai_agents as adapter
 from nbagent.analytics import cost
+
+pytestmark = pytest.mark.needs("openai-agents")
 
 HANG_S = 3600.0
 """A tool or guardrail that 'hangs' waits this long: only a Stop ends it within a test."""

@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import json
 import logging
+import re
 import sys
 from contextlib import aclosing
 from urllib.parse import quote
@@ -23,10 +24,13 @@ import nbagent
 from nbagent import events as ev
 from nbagent.analytics.frames import runs_frame, steps_frame
 from nbagent.analytics.store import RunStore
+from nbagent.extras import install_hint
 from nbagent.models import ModelText, OpenAIChatModel
 from nbagent.models.credentials import scrub
 from nbagent.models.openai import _retry_after
 from nbagent.models.openai_reply import ReplyAssembly
+
+pytestmark = pytest.mark.needs("openai")
 
 SLOW = 50.0  # tokens per second: slow enough for a Stop to land mid-stream
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))
@@ -505,7 +509,7 @@ def test_local_server_needs_no_key(server, monkeypatch):
 
 def test_missing_openai_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(ImportError, match=r"pip install '[\w-]+\[openai\]'"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("openai"))):
         OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1")
 
 

@@ -8,18 +8,17 @@ import dataclasses
 
 import end_states
 import pytest
-from smolagents import ToolCallingAgent
-from smolagents_fakes import ScriptedSmolModel, SlowTool, answer, call
-
-pytest.importorskip("opentelemetry.sdk")
-
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import StatusCode
+from smolagents import ToolCallingAgent
+from smolagents_fakes import ScriptedSmolModel, SlowTool, answer, call
 
 import nbagent
 from nbagent import otel
 from nbagent.analytics.store import RunStore
 from nbagent.otel.spans import ns
+
+pytestmark = pytest.mark.needs("otel", "smolagents")
 
 
 def _tree(exporter, record):

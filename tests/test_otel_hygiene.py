@@ -10,15 +10,14 @@ import threading
 
 import pytest
 from conftest import add, fast_model, wait_until
-
-pytest.importorskip("opentelemetry.sdk")
-
 from opentelemetry.trace import StatusCode
 
 import nbagent
 from nbagent import otel
 from nbagent.models import ToolCall
 from nbagent.otel.spans import ERROR_LIMIT, ns
+
+pytestmark = pytest.mark.needs("otel")
 
 KEY = "sk-proj-LEAKED0123456789abcdefXYZ"
 WAIT_S = 0.3

@@ -21,13 +21,10 @@ import end_states
 import pytest
 from conftest import wait_until
 
-pytest.importorskip("phoenix")
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-
 from nbagent import otel
 from nbagent.analytics.store import RunStore
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.needs("otel", "test-all"), pytest.mark.timeout(240)]
 
 
 def _free_port() -> int:

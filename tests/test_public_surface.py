@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import warnings
 
 import pytest
+from kernel_support import KernelDriver
 
 import nbagent
 
@@ -72,3 +74,41 @@ def test_the_new_homes_load_lazily_and_an_unknown_name_is_an_attribute_error() -
     assert result.returncode == 0, result.stderr
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         nbagent.nope  # noqa: B018
+
+
+LAZY_PACKAGES = {
+    "nbagent": ROOT,
+    "nbagent.adapters": {
+        "records_from_smolagents", "records_from_pydantic_ai", "records_from_openai_agents",
+        "records_from_langgraph",
+    },
+    "nbagent.analytics": {"RunStore", "runs_frame", "steps_frame", "tool_calls_frame", "frames", "store"},
+    "nbagent.batches": {"RayBackend"},
+    "nbagent.explore": {
+        "browse", "compare", "compare_frame", "find_record", "html_document", "show", "to_html",
+    },
+    "nbagent.models": {"OpenAIChatModel"},
+    "nbagent.otel": {"OTelSink", "export", "otlp_provider", "run_spans"},
+}  # fmt: skip
+"""Names each package serves on first use, which tab completion must offer before that use."""
+
+
+def test_every_name_a_package_serves_on_first_use_is_in_its_dir_before_that_use() -> None:
+    code = (
+        "import importlib, json\n"
+        f"wanted = {LAZY_PACKAGES!r}\n"
+        "missing = {p: sorted(set(n) - set(dir(importlib.import_module(p)))) for p, n in wanted.items()}\n"
+        "print(json.dumps(missing))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {package: [] for package in LAZY_PACKAGES}
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(120)
+def test_tab_completes_a_lazy_name_in_a_fresh_kernel() -> None:
+    with KernelDriver.start() as kernel:
+        kernel.execute("import nbagent")
+        matches = kernel.complete("nbagent.analytics.steps_f")
+    assert "nbagent.analytics.steps_frame" in matches or "steps_frame" in matches, matches

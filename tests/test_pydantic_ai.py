@@ -10,9 +10,6 @@ from dataclasses import dataclass
 
 import pytest
 from conftest import wait_until
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent, ModelRetry, RunContext, UsageLimits
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage
@@ -22,6 +19,8 @@ from pydantic_ai.models.test import TestModel
 import nbagent
 from nbagent.adapters import pydantic_ai as adapter
 from nbagent.adapters import source_for
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 HANG_S = 3600.0
 """A model or tool that 'hangs' waits this long: only a Stop ends it within a test."""

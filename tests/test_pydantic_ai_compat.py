@@ -23,9 +23,6 @@ import re
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.exceptions import RunCancelled, UsageLimitExceeded
 from pydantic_ai.models.function import FunctionModel
@@ -42,6 +39,8 @@ from nbagent.adapters.pydantic_ai_records import (
 )
 from nbagent.adapters.pydantic_ai_steps import can_stream
 from nbagent.errors import describe
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 
 async def drain(ctx, events) -> None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import pytest
 from conftest import wait_until
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent, UsageLimits
 from pydantic_ai.exceptions import CallDeferred, ModelHTTPError
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -18,6 +15,8 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 import nbagent
 from nbagent.analytics.frames import tool_calls_frame
 from nbagent.view.html import record_html
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 
 def mailer() -> Agent:

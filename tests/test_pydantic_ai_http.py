@@ -6,16 +6,14 @@ from __future__ import annotations
 import time
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-pytest.importorskip("openai")
-
 from openai_server import OpenAIServer, Stream, StreamedCall
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import nbagent
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 DISCONNECT_WITHIN_S = 1.0
 """Stop -> the server sees the client go (measured: a few ms; generous for a loaded machine)."""

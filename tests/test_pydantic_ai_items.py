@@ -8,9 +8,6 @@ import threading
 
 import pytest
 from conftest import wait_until
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic import BaseModel
 from pydantic_ai import Agent, UsageLimits
 from pydantic_ai.messages import BinaryContent, ImageUrl
@@ -20,6 +17,8 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDen
 
 import nbagent
 from nbagent.adapters.pydantic_ai_records import records_from_pydantic_ai
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 
 def mailer(output_type=str) -> Agent:

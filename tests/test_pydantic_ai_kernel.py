@@ -11,9 +11,7 @@ from __future__ import annotations
 import pytest
 from kernel_support import KernelDriver, html_text
 
-pytest.importorskip("pydantic_ai")
-
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.needs("pydantic-ai"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
 PYDANTIC_SETUP = """
 import asyncio

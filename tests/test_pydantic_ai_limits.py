@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent
 from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -14,6 +11,8 @@ from pydantic_ai.models.test import TestModel
 import nbagent
 from nbagent.adapters import pydantic_ai as adapter
 from nbagent.analytics import cost
+
+pytestmark = pytest.mark.needs("pydantic-ai")
 
 
 @pytest.fixture

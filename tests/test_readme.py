@@ -1,12 +1,12 @@
 """The samples of the README and of every page in docs/ run as written, so none can rot again.
 
 Every ```python block of README.md, docs/*.md and CONTRIBUTING.md is executed, in order, each in a
-fresh namespace. A sample that imports an optional framework that is not installed is skipped,
-saying which (the small ``test`` install); CI installs everything. Conventions for whoever edits
-the docs:
+fresh namespace. Conventions for whoever edits the docs:
 
 - ``<!-- continues -->`` (an HTML comment, invisible on GitHub) on the line just above a fence
   runs that block in the namespace of the python block before it, for a sample told in steps.
+- ``<!-- needs: smolagents, plots -->`` just above a sample's first fence names the extras it needs
+  beyond ``test`` (tests/needs.py): without them it is skipped, saying which to install.
 - A block may ``await`` at top level, as a notebook cell may: it is compiled with
   ``PyCF_ALLOW_TOP_LEVEL_AWAIT`` and its coroutine run with ``asyncio.run``, so names it assigns
   land in the namespace like any cell's.
@@ -27,8 +27,8 @@ Every command in a ```bash block is checked without running anything long: ``pip
 names extras that exist, ``python -m nbagent ...`` runs, ``python -m pytest`` starts, ``bash
 FILE`` parses. A command with no check fails the test: teach this file how to check it. Every
 script in benchmarks/ must be in the Benchmarks table and take the flags its prose promises; the
-notebook install that the README and binder/postBuild name must bring every package a notebook
-imports or uses on demand (matplotlib to plot, pyarrow for Parquet).
+notebook install that the README and binder/postBuild name must bring every extra a notebook says
+it needs (its metadata's ``nbagent.needs``), by pyproject.toml.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
-import importlib.metadata
+import importlib.util
 import inspect
 import re
 import shlex
@@ -48,7 +48,9 @@ from typing import Any
 
 import pytest
 from conftest import notebook_needs
+from needs import BENCHMARK_NEEDS, distribution, missing_extras, pyproject, requirements_of, skip_reason
 from openai_server import OpenAIServer, Stream
+from packaging.utils import canonicalize_name
 
 import nbagent
 from nbagent.config import settings
@@ -58,18 +60,21 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 CONTINUES = "<!-- continues -->"
+NEEDS = re.compile(r"^<!-- needs: ([\w, -]+) -->$")
 OFFLINE_ANSWER = "An offline answer."
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced code block: its language, code, first code line (1-based) and whether it continues."""
+    """One fenced code block: its language, code, first code line (1-based), whether it continues
+    and the extras it needs."""
 
     language: str
     code: str
     line: int
     continues: bool = False
     path: Path = README
+    needs: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -86,15 +91,25 @@ def read_blocks(markdown: str, path: Path = README) -> list[Block]:
         if not opening:
             index += 1
             continue
-        before = [line.strip() for line in lines[:index] if line.strip()]
+        comments = _comments_above(lines[:index])
         end = index + 1
         while end < len(lines) and lines[end].rstrip() != "```":
             end += 1
         code = "\n".join(lines[index + 1 : end]) + "\n"
-        continues = bool(before) and before[-1] == CONTINUES
-        blocks.append(Block(opening[1], code, index + 2, continues, path))
+        needs = tuple(n.strip() for c in comments if (m := NEEDS.match(c)) for n in m[1].split(","))
+        blocks.append(Block(opening[1], code, index + 2, CONTINUES in comments, path, needs))
         index = end + 1
     return blocks
+
+
+def _comments_above(lines: list[str]) -> list[str]:
+    """The HTML comment lines just above a fence (blank lines between them allowed)."""
+    comments = []
+    for line in reversed([line.strip() for line in lines if line.strip()]):
+        if not (line.startswith("<!--") and line.endswith("-->")):
+            break
+        comments.append(line)
+    return comments
 
 
 def python_samples(blocks: list[Block]) -> list[list[Block]]:
@@ -259,14 +274,11 @@ SAMPLES = python_samples(BLOCKS)
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s[0].where for s in SAMPLES])
 def test_docs_python_sample_runs_as_written(sample, offline_models, sample_sandbox):
+    missing = missing_extras(sample[0].needs)
+    if missing:
+        pytest.skip(skip_reason(f"the sample at {sample[0].where}", missing))
     for block in sample:
-        try:
-            execute(block, sample_sandbox)
-        except ModuleNotFoundError as exc:
-            top = (exc.name or "").split(".")[0]
-            if top and importlib.util.find_spec(top) is None:
-                pytest.skip(f'{block.where} needs {top}, not installed (pip install -e ".[test-all]")')
-            raise
+        execute(block, sample_sandbox)
     records = outcomes(sample_sandbox)
     failed = {name: (r.status, r.error) for name, r in records.items() if r.status != "success"}
     assert not failed, f"runs of the sample at {sample[0].where} did not succeed: {failed}"
@@ -280,19 +292,9 @@ def test_the_readme_has_samples_of_each_kind():
     assert python_samples(readme) and bash_commands(readme), "the README lost its quickstart"
 
 
-def _pyproject() -> dict[str, Any]:
-    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python >= 3.11")
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-
-
-def _distribution() -> str:
-    """The name this project has on the package registry (pyproject.toml's ``[project] name``)."""
-    return _pyproject()["project"]["name"]
-
-
 def _extras_named(words: list[str]) -> list[str]:
     """The extras in pip arguments such as ``-e .[a,b]`` or ``DISTRIBUTION[c]``."""
-    pattern = rf"^[\"']?(?:\.|{re.escape(_distribution())})\[([^\]]*)\][\"']?$"
+    pattern = rf"^[\"']?(?:\.|{re.escape(distribution())})\[([^\]]*)\][\"']?$"
     groups = [group for word in words for group in re.findall(pattern, word)]
     return [name.strip() for group in groups for name in group.split(",")]
 
@@ -306,7 +308,7 @@ def check_command(command: str) -> None:
     words = shlex.split(command)
     match words:
         case ["pip", "install", *arguments]:
-            extras = _pyproject()["project"]["optional-dependencies"]
+            extras = pyproject()["project"]["optional-dependencies"]
             unknown = [name for name in _extras_named(arguments) if name not in extras]
             assert not unknown, f"{command!r} names extras pyproject.toml lacks: {unknown}"
             assert all(a in (".", "-e") or _extras_named([a]) for a in arguments), f"unexpected: {command!r}"
@@ -341,7 +343,7 @@ def _install_texts() -> dict[str, str]:
 
 
 def test_every_pip_install_names_this_project_and_an_existing_extra():
-    extras = _pyproject()["project"]["optional-dependencies"]
+    extras = pyproject()["project"]["optional-dependencies"]
     found = {where: PIP_INSTALL.findall(text.replace('\\"', '"')) for where, text in _install_texts().items()}
     assert found["README.md"], "the README names no extra to install"
     for where, targets in found.items():
@@ -350,7 +352,7 @@ def test_every_pip_install_names_this_project_and_an_existing_extra():
                 continue
             command = f"{where}: 'pip install {target}'"
             named = _extras_named([target])
-            assert named, f"{command} would not install this project ({_distribution()})"
+            assert named, f"{command} would not install this project ({distribution()})"
             unknown = [name for name in named if name not in extras]
             assert not unknown, f"{command} names extras pyproject.toml lacks: {unknown}"
 
@@ -367,7 +369,10 @@ def test_the_benchmark_table_lists_every_benchmark():
     assert listed == BENCHMARKS
 
 
-@pytest.mark.parametrize("script", BENCHMARKS)
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(name, marks=pytest.mark.needs(*BENCHMARK_NEEDS.get(name[:-3], ()))) for name in BENCHMARKS],
+)
 def test_every_benchmark_takes_the_flags_the_readme_promises(script):
     prose = "\n".join(line for line in _benchmarks_section().splitlines() if not line.startswith("|"))
     promised = set(re.findall(r"`(--[a-z][a-z-]*)`", prose))
@@ -378,30 +383,9 @@ def test_every_benchmark_takes_the_flags_the_readme_promises(script):
     assert promised <= accepted, f"{script} does not take {sorted(promised - accepted)}"
 
 
-def _notebook_needs(path: Path) -> set[str]:
-    """The distributions a notebook needs beyond the standard library and nbagent itself."""
-    owners = importlib.metadata.packages_distributions()
-    return {_normal(owners.get(top, [top])[0]) for top in notebook_needs(path) - {"nbagent"}}
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _installed_by(extras: list[str]) -> set[str]:
-    """The distributions ``pip install .[extras]`` brings, by pyproject.toml (self-references followed)."""
-    project = _pyproject()["project"]
-    requirements, wanted, seen = list(project["dependencies"]), list(extras), set()
-    while wanted:
-        extra = wanted.pop()
-        if extra not in seen:
-            seen.add(extra)
-            for requirement in project["optional-dependencies"][extra]:
-                if requirement.startswith(f"{_distribution()}["):
-                    wanted += _extras_named([requirement])
-                else:
-                    requirements.append(requirement)
-    return {_normal(re.match(r"[A-Za-z0-9_.-]+", requirement)[0]) for requirement in requirements}
+def _distributions(extras: list[str]) -> set[str]:
+    """The distributions ``pip install .[extras]`` brings beyond the core ones, by pyproject.toml."""
+    return {canonicalize_name(requirement.name) for requirement in requirements_of(extras)}
 
 
 def _notebook_installs() -> dict[str, list[str]]:
@@ -416,9 +400,9 @@ def _notebook_installs() -> dict[str, list[str]]:
 def test_the_notebook_install_brings_what_every_notebook_needs(where):
     extras = _notebook_installs()[where]
     assert extras, f"{where} names no notebook install (pip install ... .[extra])"
-    installed = _installed_by(extras)
+    installed = _distributions(extras)
     missing = {
-        nb.name: sorted(_notebook_needs(nb) - installed)
+        nb.name: sorted(_distributions(notebook_needs(nb)) - installed)
         for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))
     }
     missing = {name: needs for name, needs in missing.items() if needs}

@@ -65,8 +65,8 @@ def assert_scrubbed(record: RunRecord, store_path: Path, tmp_path: Path, secret:
     assert secret not in str(raised.value)
 
 
+@pytest.mark.needs("pydantic-ai")
 def test_a_pydantic_ai_model_error_echoing_a_key_is_scrubbed_everywhere(tmp_path):
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.models.function import FunctionModel
 
@@ -81,9 +81,8 @@ def test_a_pydantic_ai_model_error_echoing_a_key_is_scrubbed_everywhere(tmp_path
     assert_scrubbed(record, store.path, tmp_path)
 
 
+@pytest.mark.needs("pydantic-ai")
 def test_a_real_401_to_a_pydantic_ai_agent_is_scrubbed(tmp_path):
-    pytest.importorskip("pydantic_ai")
-    pytest.importorskip("openai")
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
@@ -98,8 +97,8 @@ def test_a_real_401_to_a_pydantic_ai_agent_is_scrubbed(tmp_path):
     assert_scrubbed(record, store.path, tmp_path)
 
 
+@pytest.mark.needs("openai-agents")
 def test_a_real_401_to_an_agents_sdk_agent_is_scrubbed(tmp_path):
-    pytest.importorskip("agents")
     from agents import Agent, OpenAIResponsesModel, set_tracing_disabled
     from openai import AsyncOpenAI
 
@@ -116,8 +115,8 @@ def test_a_real_401_to_an_agents_sdk_agent_is_scrubbed(tmp_path):
     assert_scrubbed(record, store.path, tmp_path)
 
 
+@pytest.mark.needs("pydantic-ai")
 def test_a_key_from_a_credential_named_environment_variable_is_scrubbed(tmp_path, monkeypatch):
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.models.function import FunctionModel
 

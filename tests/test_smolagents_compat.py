@@ -50,6 +50,8 @@ from smolagents_fakes import (
 import nbagent
 from nbagent.adapters import smolagents as adapter
 
+pytestmark = pytest.mark.needs("smolagents")
+
 
 @tool
 def multiply(a: float, b: float) -> float:

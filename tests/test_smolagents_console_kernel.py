@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kernel_support import KernelDriver, Received
 
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.needs("smolagents"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
 SETUP = f"""
 import sys

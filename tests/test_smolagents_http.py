@@ -21,6 +21,8 @@ from smolagents_server import ChatServer, Reply, answer_call, code_reply
 import nbagent
 from nbagent.adapters import smolagents as adapter
 
+pytestmark = pytest.mark.needs("smolagents")
+
 LONG_S = 60.0
 """How long a held reply would take: the tests end long before, unless the Stop failed."""
 DISCONNECT_WITHIN_S = 1.0

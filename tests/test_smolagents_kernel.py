@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kernel_support import KernelDriver, html_text
 
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.needs("smolagents"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
 SETUP = f"""
 import sys

@@ -99,7 +99,6 @@ def native_agent(body: ToolBody) -> Any:
 
 
 def pydantic_ai_agent(body: ToolBody) -> Any:
-    pytest.importorskip("pydantic_ai", reason="needs the pydantic-ai extra")
     from pydantic_ai import Agent
     from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
@@ -115,8 +114,6 @@ def pydantic_ai_agent(body: ToolBody) -> Any:
 
 
 def langgraph_agent(body: ToolBody) -> Any:
-    pytest.importorskip("langgraph", reason="needs the langgraph extra")
-    pytest.importorskip("langchain", reason="needs the langgraph extra")
     from langchain.agents import create_agent
     from langchain_core.tools import StructuredTool
     from langgraph_fakes import ScriptedChatModel, reply
@@ -127,6 +124,11 @@ def langgraph_agent(body: ToolBody) -> Any:
 
 
 SOURCES = {"native": native_agent, "pydantic-ai": pydantic_ai_agent, "langgraph": langgraph_agent}
+SOURCE_PARAMS = [
+    pytest.param("native"),
+    pytest.param("pydantic-ai", marks=pytest.mark.needs("pydantic-ai")),
+    pytest.param("langgraph", marks=pytest.mark.needs("langgraph")),
+]
 CLEANUPS = {
     "cleanup": (catches_and_cleans_up, "cleaned up"),
     "shield-in-finally": (saves_through_shield_in_finally, "saved"),
@@ -134,7 +136,7 @@ CLEANUPS = {
 }
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", SOURCE_PARAMS)
 @pytest.mark.parametrize("cleanup", CLEANUPS)
 def test_a_stop_mid_tool_lets_the_tools_own_cleanup_run_to_its_end(source: str, cleanup: str) -> None:
     journal = Journal()

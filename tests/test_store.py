@@ -387,6 +387,7 @@ def test_text_that_is_not_valid_utf8_is_stored_escaped_and_nothing_is_lost(tmp_p
     assert dataclasses.asdict(stored) == dataclasses.asdict(record)
 
 
+@pytest.mark.needs("cost")
 def test_the_stored_run_keeps_its_cost(tmp_path):
     store = RunStore(tmp_path / "runs.db")
     record = nbagent.run(nbagent.Agent(fast(["answer"], name="gpt-4o")), "t", store=store, display=False)

@@ -10,9 +10,11 @@ in one place for every framework: ``nbagent.runtime.turns`` (a source's ``takes_
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from typing import Any
 
+from nbagent.extras import install_hint
 from nbagent.lazy import lazy_attributes
 
 
@@ -42,12 +44,18 @@ def source_for(agent: Any) -> Any | None:
 def as_source(agent: Any) -> Any:
     """The runnable form of ``agent`` (a ``nbagent.runtime.source.Source``): itself if native,
     else its framework's adapter; a ``TypeError`` that says what can run otherwise."""
+    if isinstance(agent, type):  # a class has its instances' methods, ``drive`` among them
+        raise TypeError(
+            f"nbagent runs an agent, not the class {agent.__name__}: pass an instance, "
+            f"such as {agent.__name__}(...)"
+        )
     if hasattr(agent, "drive"):
         return agent
     source = source_for(agent)
     if source is None:
+        built = f" ({agent.__name__} is a function: call it)" if inspect.isfunction(agent) else ""
         raise TypeError(
-            f"nbagent cannot run {type(agent).__name__}: pass an nbagent.Agent, or an agent of "
+            f"nbagent cannot run {type(agent).__name__}{built}: pass an nbagent.Agent, or an agent of "
             "smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph"
         )
     return source
@@ -58,7 +66,7 @@ def require(module: str, extra: str, framework: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{framework} is not installed: pip install 'nbagent-jupyter[{extra}]'") from exc
+        raise ImportError(f"{framework} is not installed: {install_hint(extra)}") from exc
 
 
 def reported_usage(usage: Any) -> tuple[int | None, int | None]:
@@ -85,5 +93,5 @@ _RECORDS_FROM = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _RECORDS_FROM)
+__getattr__, __dir__ = lazy_attributes(__name__, _RECORDS_FROM)
 """``records_from_<framework>``: read runs made without nbagent (imports that adapter only)."""

@@ -28,4 +28,4 @@ _SUBMODULES = ("analysis", "cost", "frames", "history", "plots", "store")
 
 
 # pandas loads with the frames, not with this package
-__getattr__ = lazy_attributes(__name__, _WHERE, submodules=_SUBMODULES)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, submodules=_SUBMODULES)

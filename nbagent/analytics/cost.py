@@ -1,8 +1,8 @@
 """What runs cost, in US dollars, from their token usage and a maintained price library.
 
-Prices come from genai-prices (the optional ``cost`` extra: ``pip install 'nbagent-jupyter[cost]'``),
-which tracks providers' published prices, including past ones: each step is priced at the time it
-ran. nbagent keeps no price table of its own.
+Prices come from genai-prices (the optional ``cost`` extra), which tracks providers' published
+prices, including past ones: each step is priced at the time it ran. nbagent keeps no price table
+of its own.
 
 The rules, so a number is never made up:
 
@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from nbagent.extras import install_hint
+
 if TYPE_CHECKING:
     from nbagent.records import RunRecord
-
-EXTRA_HINT = "pip install 'nbagent-jupyter[cost]'"
 
 _LOCAL_PREFIXES = (
     "ollama/",
@@ -124,7 +124,9 @@ def _genai_prices() -> Any:
     try:
         import genai_prices
     except ImportError as exc:
-        raise ImportError(f"pricing runs needs genai-prices, the 'cost' extra: {EXTRA_HINT}") from exc
+        raise ImportError(
+            f"pricing runs needs genai-prices, the 'cost' extra: {install_hint('cost')}"
+        ) from exc
     if not _ready.is_set():
         with _load_lock:
             if not _ready.is_set():

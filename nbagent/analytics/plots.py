@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nbagent.analytics.frames import Records, as_records, runs_frame, steps_frame, tool_calls_frame
-
-EXTRA_HINT = "pip install 'nbagent-jupyter[plots]'"
+from nbagent.extras import install_hint
 
 KIND_COLORS = {"planning": "#8e7cc3", "action": "#4a86c8", "final": "#3c9d5d"}
 CALL_COLORS = {
@@ -48,7 +47,9 @@ def _pyplot() -> Any:
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError(f"nbagent's plots need matplotlib, the 'plots' extra: {EXTRA_HINT}") from exc
+        raise ImportError(
+            f"nbagent's plots need matplotlib, the 'plots' extra: {install_hint('plots')}"
+        ) from exc
     return plt
 
 

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from nbagent.agent import Agent
 from nbagent.batches.handle import Batch
 from nbagent.batches.local import LocalBackend
 from nbagent.batches.resume import DEFAULT_SKIP, check_skip
@@ -119,6 +120,11 @@ def batch(
             f"make_agent must be a function that returns a fresh agent, not a {type(make_agent).__name__} "
             "(agents keep memory, so each task needs its own: pass `lambda: make(...)`)"
         )
+    if isinstance(make_agent, type) and make_agent.__init__ is Agent.__init__:
+        raise TypeError(  # called with a task's row, it would fail on every task
+            f"make_agent is the class {make_agent.__name__}, which needs a model: pass a function that "
+            f"builds one, such as `lambda: {make_agent.__name__}(model, tools=[...])`"
+        )
     from nbagent.batches.guards import batch_store
 
     items, concurrency, skip = task_items(tasks, key=key), check_concurrency(concurrency), check_skip(skip)
@@ -178,5 +184,5 @@ def fold_timeout(start_options: dict[str, Any], timeout_s: float, *, stacklevel:
     )
 
 
-__getattr__ = lazy_attributes(__name__, {"RayBackend": "ray"})
+__getattr__, __dir__ = lazy_attributes(__name__, {"RayBackend": "ray"})
 """``RayBackend`` imports nothing of Ray until a backend is built."""

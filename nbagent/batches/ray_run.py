@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.errors import describe
+from nbagent.extras import install_hint
 from nbagent.guardrails.approvals import PendingApproval
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord
@@ -35,7 +36,7 @@ def ray_module() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ImportError("the Ray backend needs Ray: pip install 'nbagent-jupyter[ray]'") from exc
+        raise ImportError(f"the Ray backend needs Ray: {install_hint('ray')}") from exc
     return ray
 
 

@@ -26,8 +26,4 @@ _WHERE = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _WHERE)
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

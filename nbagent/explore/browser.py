@@ -25,6 +25,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal
 
 from nbagent.explore.query import SORTABLE, Page, RunQuery, RunSource, run_source
+from nbagent.extras import install_hint
 
 __all__ = ["RunBrowser", "browse"]
 
@@ -89,7 +90,7 @@ class RunBrowser:
         if table not in ("auto", "itables", "select"):
             raise ValueError("table must be 'auto', 'itables' or 'select'")
         if table == "itables" and not _itables_available():
-            raise ImportError("table='itables' needs itables: pip install 'nbagent-jupyter[explore]'")
+            raise ImportError(f"table='itables' needs itables: {install_hint('explore')}")
         self.source = source
         self.table_kind: Literal["itables", "select"] = (
             "itables" if table == "itables" or (table == "auto" and _itables_available()) else "select"

@@ -43,6 +43,7 @@ from typing import Any
 
 from nbagent import events as ev
 from nbagent.analytics import cost
+from nbagent.extras import install_hint
 from nbagent.runtime.cancel import CancelScope, InterruptMode
 
 
@@ -163,7 +164,7 @@ def check_priced(limits: Limits | None, model: str) -> Rates | None:
         priced, per_input, per_output, missing_extra = False, None, None, True
     if not priced or per_input is None or per_output is None:
         hint = (
-            f" (or install the cost extra, whose price library may know it: {cost.EXTRA_HINT})"
+            f" (or install the cost extra, whose price library may know it: {install_hint('cost')})"
             if missing_extra
             else ""
         )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from nbagent.lazy import lazy_attributes
 from nbagent.models.base import (
     Message,
     Model,
@@ -35,15 +36,5 @@ __all__ = [
     "ToolSpec",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # The openai client is an optional extra: import it only when asked for.
-    if name == "OpenAIChatModel":
-        from nbagent.models.openai import OpenAIChatModel
-
-        return OpenAIChatModel
-    raise AttributeError(f"module 'nbagent.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+# The openai client is an optional extra: import it only when asked for.
+__getattr__, __dir__ = lazy_attributes(__name__, {"OpenAIChatModel": "openai"})

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent.errors import ModelError
+from nbagent.extras import install_hint
 from nbagent.models.base import (
     Message,
     Model,
@@ -74,9 +75,7 @@ def _import_openai() -> Any:
     try:
         import openai
     except ImportError as exc:
-        raise ImportError(
-            "OpenAIChatModel needs the openai package: pip install 'nbagent-jupyter[openai]'"
-        ) from exc
+        raise ImportError(f"OpenAIChatModel needs the openai package: {install_hint('openai')}") from exc
     return openai
 
 

@@ -7,19 +7,10 @@ imported only when a function here is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nbagent.lazy import lazy_attributes
 
 __all__ = ["OTelSink", "export", "otlp_provider", "run_spans"]
 
 _WHERE = {"OTelSink": "sink", "export": "traces", "otlp_provider": "traces", "run_spans": "spans"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

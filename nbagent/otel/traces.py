@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from nbagent.extras import install_hint
 from nbagent.otel.spans import emit, run_spans
 from nbagent.records import RunRecord
 
@@ -29,7 +30,7 @@ def _require_sdk() -> None:
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "OpenTelemetry export needs the SDK: pip install 'nbagent-jupyter[otel]' "
+            f"OpenTelemetry export needs the SDK: {install_hint('otel')} "
             "(opentelemetry-sdk, opentelemetry-exporter-otlp-proto-http)"
         ) from exc
 
