@@ -46,6 +46,7 @@ STOP_REASONS = {
     "user_after_step": "stopped after a step",
     "parent": "stopped with its parent run",
     "keyboard": "stopped by Ctrl-C",
+    "shutdown": "stopped as its kernel or process shut down",
 }
 _COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
 _STATUS_COLORS = {"success": "green", "interrupted": "yellow", "max_steps": "yellow", "limit": "yellow"}
