@@ -173,6 +173,7 @@ def run(
         handle.interrupt()
         if not handle.launched:
             raise  # it may never start, so there is no record to wait for
+    __tracebackhide__ = True  # a keyboard stop's traceback shows the caller's line (IPython, pytest)
     return handle.wait()
 
 
@@ -193,6 +194,7 @@ async def arun(
 ) -> RunRecord:
     """Run ``task`` without blocking the caller's loop (arguments as for ``start``); cancelling
     this await interrupts the run, and so does Jupyter's ■ Interrupt while a cell awaits it."""
+    __tracebackhide__ = True
     return await start(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
         tags=tags, metadata=metadata, limits=limits, approve=approve,

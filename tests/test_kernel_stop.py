@@ -7,6 +7,7 @@ a follow-up cell) and what the view shows.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -278,8 +279,32 @@ def test_jupyter_interrupt_during_a_gather_of_two_runs_stops_both_and_the_kernel
         execution.reply["status"] == "error"
     )  # CancelledError: gather's tasks may not raise KeyboardInterrupt
     out = kernel.execute("print((await a).status, (await b).status, a.record.stop_reason)", timeout=30).stdout
-    assert out.split() == ["interrupted", "interrupted", "keyboard"]
+    assert out.split() == ["interrupted", "interrupted", "keyboard"], out
     assert "_cancel_on_sigint" in kernel.execute(SIGINT_HANDLER).stdout
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "r = nbagent.run(talker(words=3000), 'talk')",
+        "run = nbagent.start(talker(words=3000), 'talk')\nr = await run",
+        "r = await nbagent.arun(talker(words=3000), 'talk')",
+    ],
+)
+def test_a_keyboard_stop_traceback_shows_the_users_line_and_only_the_frame_that_raised(
+    kernel: KernelDriver, code: str
+) -> None:
+    msg_id = kernel.submit(code)
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.interrupt()
+    reply = kernel.result(msg_id, timeout=60).reply
+    assert reply["ename"] == "StoppedByKeyboard"
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    assert "'talk')" in traceback  # the user's own line
+    # IPython always shows the frame that raised; the ones between it and the user's are hidden.
+    assert traceback.count("nbagent/") == 1 and "skipping hidden" in traceback, traceback
+    assert "raise ends.stopped(value)" in traceback
 
 
 def test_a_record_awaited_as_the_last_line_shows_as_one_line_under_its_view(kernel: KernelDriver) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import wait_until
 
+import nbagent
+
 TIMEOUT = 120
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"}
 BATCH_STOPPED = "the batch stopped; its finished tasks kept their records"
@@ -128,29 +130,39 @@ def test_a_script_that_only_starts_a_run_waits_for_it_at_exit_with_its_transcrip
     assert re.search(r"^■ success · 2 steps", out, re.M), out
 
 
-def test_ctrl_c_while_waiting_at_exit_stops_the_run_and_its_transcript_shows_it(script) -> None:
+def test_ctrl_c_while_waiting_at_exit_stops_the_run_shows_it_and_exits_130(script) -> None:
     run = script("""
         run = nbagent.start(agent(**SLOW), "Tell me everything")
     """)
     run.wait_for("waiting for 1 run still going", stream="stderr")
     run.wait_for("word word")  # the second step streams
     run.ctrl_c()
-    assert run.end() == 0, run.stderr
+    assert run.end() == 130, run.stderr
     assert "stopping 1 run" in run.stderr
     assert "Traceback" not in run.stderr
     assert re.search(r"^■ interrupted · 2 steps", run.stdout, re.M), run.stdout
 
 
-def test_a_run_started_without_display_is_named_as_left_unfinished(script) -> None:
-    run = script("""
+def test_a_run_started_without_display_is_stopped_at_exit_and_stored_as_stopped(script, tmp_path) -> None:
+    store = tmp_path / "runs.db"
+    run = script(f"""
+        import atexit
+        nbagent.configure(store={str(store)!r})
         run = nbagent.start(agent(**SLOW), "Tell me everything", display=False)
+        while not run.record.steps:
+            pass
+        atexit.register(lambda: print("AT EXIT", run.status, run.record.stop_reason))
         print("RUN", run.run_id)
     """)
     assert run.end() == 0, run.stderr
     run_id = run.stdout.split()[1]
     assert run.stderr.splitlines() == [
-        f"nbagent: 1 run started without display and never waited for, left unfinished: {run_id}"
+        "nbagent: stopping 1 run started without display and never waited for "
+        f"(run.wait() keeps a run to its end): {run_id}"
     ]
+    assert "AT EXIT interrupted shutdown" in run.stdout
+    stored = nbagent.RunStore(store).record(run_id)
+    assert (stored.status, stored.stop_reason, stored.error) == ("interrupted", "shutdown", None)
 
 
 WAITS = {

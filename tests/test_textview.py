@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -167,25 +169,57 @@ def test_interrupted_step_gets_its_footer_and_the_end_line_says_why():
     assert lines[-1].endswith("· stopped by the user")
 
 
-def test_break_line_ends_the_line_a_ctrl_c_was_echoed_on():
-    out = io.StringIO()
-    view = TextView(out)
+def _cut_by_ctrl_c(view: TextView) -> None:
     events = _events()
     for event in events[:3]:
         view(event)
     view.break_line()  # mid text: the "^C" line must end there
     view(events[3])
     view(ev.ToolCallStarted("r1", 1, 100.6, "c1", "echo", {"text": "x"}))
-    view.break_line()  # at a line's start: "^C" gets a line of its own
+    view.break_line()  # at a line's start
     view(ev.RunFinished("r1", 1, 100.7, "interrupted", stop_reason="user"))
-    assert out.getvalue().splitlines()[2:] == [
-        "",  # the "^C": the unfinished word "thinking" was held back (it could begin a key)
-        "  │ thinking",
-        "  ⚙ echo(text='x')",
-        "",
-        "  ✗ step 1 · interrupted · 0.70 s · ? in / 35 out",
-        "■ interrupted · 1 step · 0.70 s · ? in / 35 out tokens · stopped by the user",
-    ]
+
+
+CUT_LINES = [
+    "  │ thinking",
+    "  ⚙ echo(text='x')",
+    "  ✗ step 1 · interrupted · 0.70 s · ? in / 35 out",
+    "■ interrupted · 1 step · 0.70 s · ? in / 35 out tokens · stopped by the user",
+]
+
+
+def test_break_line_ends_the_text_a_ctrl_c_cut_and_leaves_no_blank_line_in_a_transcript():
+    out = io.StringIO()  # a file or a pipe: no "^C" was echoed into it
+    _cut_by_ctrl_c(TextView(out))
+    assert out.getvalue().splitlines()[2:] == CUT_LINES
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_break_line_gives_the_ctrl_c_a_terminal_echoed_a_line_of_its_own():
+    import pty
+
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w", encoding="utf-8", closefd=True) as terminal:
+        _cut_by_ctrl_c(TextView(terminal, color=False))
+    shown = b""
+    while chunk := _read_ready(leader):
+        shown += chunk
+    os.close(leader)
+    # The terminal wrote "^C" where the cursor was: at a line's start it gets a line of its own
+    # (both times: the unfinished word "thinking" was held back, as it could begin a key).
+    lines = shown.decode().replace("\r\n", "\n").splitlines()[2:]
+    assert lines == ["", *CUT_LINES[:2], "", *CUT_LINES[2:]]
+
+
+def _read_ready(fd: int) -> bytes:
+    import select
+
+    if not select.select([fd], [], [], 0.5)[0]:
+        return b""
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the follower side is closed and drained
+        return b""
 
 
 def test_streamed_lines_stay_under_the_gutter_and_crlf_is_a_newline():

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
 from conftest import wait_until
 
 import nbagent
@@ -188,3 +189,36 @@ def test_runs_passed_as_a_source_wrapping_the_agent_share_its_line():
     agent.gate("one").set()
     agent.gate("two").set()
     assert second.wait(timeout=20).status == "success"
+
+
+def test_a_pydantic_ai_run_continuing_one_stopped_while_queued_continues_the_live_runs_conversation():
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import FunctionModel
+
+    release = threading.Event()
+    seen: dict[str, list[str]] = {}
+
+    async def stream(messages, info):
+        prompts = [p.content for m in messages for p in m.parts if p.part_kind == "user-prompt"]
+        seen[prompts[-1]] = prompts
+        if prompts[-1] == "one":
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+        yield f"answer to {prompts[-1]}"
+
+    agent = Agent(FunctionModel(stream_function=stream))
+    first = nbagent.start(agent, "one", display=False)
+    wait_until(lambda: "one" in seen)
+    second = nbagent.start(agent, "two", reset=False, display=False)
+    wait_until(lambda: second.record.queued_after == first.run_id)
+    second.interrupt()
+    assert second.wait(timeout=20).status == "interrupted"
+    third = nbagent.start(agent, "three", reset=False, display=False)
+    wait_until(lambda: third.record.queued_after is not None or "three" in seen)
+    assert "three" not in seen  # it waits for the conversation it continues to be kept
+    assert third.record.queued_after == first.run_id  # the live run, not the stopped one
+    release.set()
+    assert first.wait(timeout=20).status == "success"
+    assert third.wait(timeout=20).status == "success"
+    assert seen["three"] == ["one", "three"]

@@ -197,9 +197,11 @@ class Run:
         stopping raises ``KeyboardInterrupt`` at once. Raises ``TimeoutError`` if ``timeout``
         passes first (the run goes on).
         """
+        __tracebackhide__ = True  # a traceback through here shows the caller's line (IPython, pytest)
         return wait_blocking(self, timeout)
 
     async def _await(self) -> RunRecord:
+        __tracebackhide__ = True
         return await wait_async(self)
 
     def __await__(self) -> Generator[Any, None, RunRecord]:

@@ -68,10 +68,11 @@ class LoopThread:
 
     @classmethod
     def _stop_at_exit(cls) -> None:
-        """At interpreter exit (after the script-exit wait), stop the loop and let its thread
-        finish: a daemon thread that wakes while the interpreter finalizes is ended with
-        ``pthread_exit``, which CPython < 3.14 can turn into "FATAL: exception not rethrown" and
-        an abort (seen on a script's exit while the loop had a timer due)."""
+        """At interpreter exit (after the exit hook of ``nbagent.runtime.script_exit`` has stopped
+        the live runs, reason ``"shutdown"``), stop the loop and let its thread finish: a daemon
+        thread that wakes while the interpreter finalizes is ended with ``pthread_exit``, which
+        CPython < 3.14 can turn into "FATAL: exception not rethrown" and an abort (seen on a
+        script's exit while the loop had a timer due)."""
         with cls._lock:
             loop, thread = cls._loop, cls._thread
         if loop is None or thread is None or not thread.is_alive():

@@ -12,8 +12,9 @@ agent needs with ``takes_turns``:
   (``reset=False``) waits, for the run it continues (``RunRecord.continues_run_id``: the agent's
   latest run when it started), and picks up the history that very run kept (``Turn.history``; a
   source keeps it with ``Turn.keep``). A run that kept none (stopped while queued, failed before
-  its framework began) passes on the history it would have continued, so a chain of continued
-  runs never skips to another conversation.
+  its framework began) passes on the history it would have continued, and ends for the runs
+  continuing it only once the run it waited for has ended, so a chain of continued runs never
+  skips to another conversation nor starts before the history it continues is kept.
 
 A source may also name a ``turn_key(options, reset)``: the state its runs share lives outside
 the agent, under that key (a LangGraph thread in its checkpointer). Runs with a key take turns on
@@ -81,14 +82,20 @@ class _Line:
     keyed: dict[Any, _Line] = field(default_factory=dict)
     """The lines of this agent's keys (``turn_key``), while a run of the key is live."""
 
+    def keeper_of(self, run_id: str) -> str:
+        """The run whose history ``run_id`` passes on: itself, or, through the runs that kept
+        none, the run they continued (it may still be live)."""
+        for _ in range(MEMORY):
+            kept = self.kept.get(run_id)
+            if not isinstance(kept, _Passed):
+                break
+            run_id = kept.run_id
+        return run_id
+
     def history_of(self, run_id: str) -> Any:
         """The history ``run_id`` left for a run that continues it (``None`` if none)."""
-        kept = self.kept.get(run_id)
-        for _ in range(MEMORY):
-            if not isinstance(kept, _Passed):
-                return kept
-            kept = self.kept.get(kept.run_id)
-        return None
+        kept = self.kept.get(self.keeper_of(run_id))
+        return None if isinstance(kept, _Passed) else kept
 
 
 @dataclass
@@ -161,8 +168,10 @@ async def turn(
     if takes_turns:
         before, before_run_id = line.tail, line.tail_run_id
         line.tail, line.tail_run_id = mine, ctx.run_id
+    elif continues is not None:
+        before, before_run_id = owner.ends.get(continues), owner.keeper_of(continues)
     else:
-        before, before_run_id = (owner.ends.get(continues), continues) if continues else (None, None)
+        before, before_run_id = None, None
     try:
         if before is not None and not before.done():
             ctx.queued(before_run_id)
@@ -176,7 +185,7 @@ async def turn(
             place.keep(_Passed(continues))  # kept nothing: pass on what it continued
         if takes_turns and before is not None and not before.done() and line.tail is mine:
             line.tail_run_id = before_run_id  # a run joining now waits, in effect, for that one
-        _pass_on(mine, before if takes_turns else None)
+        _pass_on(mine, before)
         if key is not None:
             mine.add_done_callback(lambda _: _forget(owner, key, line))
 

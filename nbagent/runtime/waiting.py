@@ -97,6 +97,7 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
                 pressed = True
                 run.interrupt(reason="keyboard")
     if pressed:
+        __tracebackhide__ = True  # IPython and pytest show the user's line, not this frame
         raise ends.stopped(value)
     return ends.result(value)
 
@@ -115,5 +116,6 @@ async def wait_async(run: Waitable, ends: WaitEnds | None = None) -> Any:
             await asyncio.wait({waiter}, timeout=CANCELLED_AWAIT_GRACE_S)
             raise
     if keyboard.pressed:
+        __tracebackhide__ = True
         raise ends.stopped(value)
     return ends.result(value)

@@ -47,6 +47,7 @@ STOP_REASONS = {
     "user_after_step": "stopped after a step",
     "parent": "stopped with its parent run",
     "keyboard": "stopped by Ctrl-C",
+    "shutdown": "stopped as its kernel or process shut down",
 }
 _COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
 _STATUS_COLORS = {"success": "green", "interrupted": "yellow", "max_steps": "yellow", "limit": "yellow"}
@@ -218,6 +219,21 @@ _MID_TEXT = (ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting
 """Events that may come while the model's text streams, printing nothing of their own."""
 
 
+def _echoes_ctrl_c(stream: TextIO) -> bool:
+    """True when ``stream`` is a terminal that shows a typed Ctrl-C as ``^C``."""
+    try:
+        if not stream.isatty():
+            return False
+        import termios
+
+        local_modes = termios.tcgetattr(stream.fileno())[3]
+        return bool(local_modes & termios.ECHO and local_modes & termios.ECHOCTL)
+    except ImportError:  # no termios (Windows): its console echoes ``^C``
+        return True
+    except Exception:  # not a real file, or a closed one
+        return False
+
+
 class _Shown:
     """What the view knows of one run: its own fold of the events, and the footers printed."""
 
@@ -293,13 +309,17 @@ class TextView:
         self.stream.flush()
 
     def break_line(self) -> None:
-        """End the current line now. For a Ctrl-C handler: the terminal has echoed ``^C`` where
-        the cursor was, and what the view prints next must start on a line of its own."""
+        """End the current line now. For a Ctrl-C handler: a terminal has echoed ``^C`` where the
+        cursor was, and what the view prints next must start on a line of its own. Model text
+        in progress is ended wherever the view writes; a line of its own for the ``^C`` only on a
+        terminal that echoed one (in a file or a pipe it would be a blank line)."""
         with self._lock:
+            ended_text = self._in_text
             self._in_text = False
             self._newlines = 0
-            self._write("\n")
-            self.stream.flush()
+            if ended_text or _echoes_ctrl_c(self.stream):
+                self._write("\n")
+                self.stream.flush()
 
     # -- events ----------------------------------------------------------------------------
 
