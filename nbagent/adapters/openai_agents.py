@@ -217,6 +217,7 @@ class OpenAIAgentsSource:
             translator.close()
             if after_turn and result.final_output is None:
                 raise AgentInterrupted("stopped after the turn")
+            ctx.set_result(result)  # ``RunResult``'s interface: to_input_list(), final_output, to_state()
             return result.final_output
         except MaxTurnsExceeded as exc:
             translator.catch_up()

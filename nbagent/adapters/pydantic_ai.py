@@ -194,6 +194,7 @@ class PydanticAISource:
                         steps.deferred(node.data.output)
                         steps.finish(final=True)
                 steps.finish()
+            ctx.set_result(run.result)  # the ``AgentRunResult`` that ``agent.run`` returns
             return run.result.output if run.result is not None else None
         except UsageLimitExceeded as exc:
             limits = steps.limits
