@@ -203,6 +203,8 @@ class PydanticAISource:
             ctx.set_result(run.result)  # the ``AgentRunResult`` that ``agent.run`` returns
             return run.result.output if run.result is not None else None
         except UsageLimitExceeded as exc:
+            if run is not None:  # a whole reply the limit tripped on (not streamed) is the step's
+                steps.tripped_on(run.all_messages())
             limits = steps.limits
             limit = getattr(limits, "request_limit", None)
             if run is not None and limit is not None and run.usage.requests >= limit:
