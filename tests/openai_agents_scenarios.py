@@ -513,6 +513,12 @@ def approval_approved() -> Case:
     return Case(Agent(name="mailer", model=model, tools=[send_email]), decisions=[("approve", None)])
 
 
+def approval_nobody_decides() -> Case:
+    """No view and no one to decide: the run ends paused, its call in ``result.interruptions``."""
+    model = scripted(calls(("send_email", {"to": "bob"}, "s1"), tokens=(3, 2)), says("sent", (4, 1)))
+    return Case(Agent(name="mailer", model=model, tools=[send_email]))
+
+
 def approval_rejected() -> Case:
     model = scripted(calls(("send_email", {"to": "bob"}, "s1")), says("not sent"))
     return Case(Agent(name="mailer", model=model, tools=[send_email]), decisions=[("reject", None)])
@@ -578,6 +584,7 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         max_turns_handler, list_input, list_input_with_content_parts, model_error,
         model_api_connection_error, model_api_status_error, model_error_after_a_tool,
         run_config_model_settings, run_config_model_overrides_agents, agent_as_tool, approval_approved,
+        approval_nobody_decides,
         approval_rejected, approval_rejected_with_reason, approvals_mixed_in_one_turn,
         approval_by_a_condition, approvals_over_two_turns, resume_a_run_state,
     )

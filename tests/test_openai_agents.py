@@ -115,6 +115,7 @@ def test_stop_mid_tool_keeps_the_turns_usage():
     run.interrupt()
     record = run.wait(timeout=20)
     assert record.status == "interrupted" and record.stop_reason == "user"
+    assert run.result is None  # a Stop: the SDK's run has no result to give
     (step,) = record.steps
     assert step.interrupted and [(c.tool, c.status) for c in step.tool_calls] == [("slow", "cancelled")]
     assert (step.input_tokens, step.output_tokens, step.usage_source) == (11, 4, "reported")
@@ -321,3 +322,21 @@ def test_continue_after_a_stop_mid_tool_sends_the_cut_turn():
         "user", "assistant", "function_call", "function_call_output", "user"
     ]  # fmt: skip
     assert sent[3] == {"type": "function_call_output", "call_id": "s1", "output": adapter.INTERRUPTED_OUTPUT}
+
+
+def test_run_result_has_what_runner_run_returns():
+    plain_agent, _ = triage()
+    plain = asyncio.run(Runner.run(plain_agent, "what is 1 + 2?"))
+    agent, _ = triage()
+    run = nbagent.start(agent, "what is 1 + 2?", display=False)
+    record = run.wait(timeout=20)
+
+    result = run.result
+    assert result.final_output == plain.final_output == record.output
+    assert result.to_input_list() == plain.to_input_list()
+    assert result.last_agent.name == plain.last_agent.name == "billing"
+    assert result.context_wrapper.usage.input_tokens == plain.context_wrapper.usage.input_tokens == 17
+    assert [type(item).__name__ for item in result.new_items] == [
+        type(item).__name__ for item in plain.new_items
+    ]
+    assert result.to_state().to_json()["current_turn"] == plain.to_state().to_json()["current_turn"]

@@ -4,8 +4,10 @@ run; a Stop while it waits ends it like any Stop. Errors are errors, not Stops. 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from agents import Agent, function_tool, set_tracing_disabled
+from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 from conftest import wait_until
 
@@ -20,6 +22,14 @@ def no_trace_export():
     set_tracing_disabled(True)
     yield
     set_tracing_disabled(False)
+
+
+@pytest.fixture(autouse=True)
+def shown(views):
+    """The runs show in a view, where a person decides (here from code, as its buttons do)."""
+    nbagent.configure(display=True)
+    yield
+    nbagent.configure(display=False)
 
 
 sent: list[str] = []
@@ -55,6 +65,28 @@ def test_a_paused_run_shows_in_the_approval_panel_and_resumes_in_the_same_run():
     (first, _) = record.steps
     (tool_call,) = first.tool_calls
     assert (tool_call.status, tool_call.result, tool_call.approval) == ("ok", "sent to bob", "approved")
+
+
+def test_with_no_view_the_run_ends_paused_as_runner_run_does_and_its_state_resumes():
+    sent.clear()
+    plain_agent, _ = mailer()
+    plain = asyncio.run(Runner.run(plain_agent, "mail bob"))
+    agent, _ = mailer([assistant_message("sent it")])
+
+    run = nbagent.start(agent, "mail bob", display=False)  # a script: no one sees a panel
+    record = run.wait(timeout=20)
+
+    assert (record.status, record.output, sent) == ("success", None, [])
+    (call,) = record.steps[0].tool_calls
+    assert (call.tool, call.status) == ("send_email", "deferred")
+    assert [i.raw_item.call_id for i in run.result.interruptions] == [
+        i.raw_item.call_id for i in plain.interruptions
+    ]
+    assert run.result.to_input_list() == plain.to_input_list()
+    state = run.result.to_state()
+    state.approve(run.result.interruptions[0])
+    resumed = nbagent.run(agent, state, display=False)
+    assert (resumed.status, resumed.output, sent) == ("success", "sent it", ["bob"])
 
 
 def test_a_denied_call_never_runs_and_the_model_sees_the_reason():

@@ -110,7 +110,7 @@ async def run_plainly(case: Case, streamed: bool) -> tuple[Any, BaseException | 
                 result = await Runner.run(case.agent, run_input, **case.options)
             except Exception as exc:
                 return None, exc, rejected
-        if not result.interruptions:
+        if not result.interruptions or not case.decisions:  # no one decides: it ends paused
             return result, None, rejected
         state = result.to_state()
         for item in result.interruptions:
@@ -124,8 +124,13 @@ async def run_plainly(case: Case, streamed: bool) -> tuple[Any, BaseException | 
 
 
 def through_nbagent(case: Case, task: Any = None, reset: bool = True) -> RunRecord:
-    """``nbagent.start``, deciding each call shown in the approval panel as ``case.decisions`` say."""
-    run = nbagent.start(case.agent, case.input if task is None else task, reset=reset, **case.options)
+    """``nbagent.start``, deciding each call shown in the approval panel as ``case.decisions`` say.
+    A run with decisions shows in a view (a person decides there); one without shows in none, so
+    a call needing approval is handed back as ``Runner.run`` hands it back."""
+    deciding = bool(case.decisions) and task is None
+    run = nbagent.start(
+        case.agent, case.input if task is None else task, reset=reset, display=deciding, **case.options
+    )
     decided: set[str] = set()
     for verdict, message in case.decisions if task is None else ():
 
@@ -180,6 +185,11 @@ def sent(model: ScriptedModel) -> str:
     )
 
 
+@pytest.fixture(autouse=True)
+def undisplayed_views(views):
+    """A shown run gets a view that is never displayed (``conftest.views``)."""
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_a_scenario_gives_what_the_sdk_gives(name):
     plain_case = SCENARIOS[name]()
@@ -200,7 +210,8 @@ def test_a_scenario_gives_what_the_sdk_gives(name):
     assert ours.calls == expected.calls or (exc is not None and ours.calls == expected.calls + failed)
     assert ours.results == expected.results
     statuses = [c.status for step in record.steps for c in step.tool_calls]
-    assert set(statuses) <= {"ok", "denied", "error", "cancelled"}
+    assert set(statuses) <= {"ok", "denied", "error", "cancelled", "deferred"}
+    assert statuses.count("deferred") == len(result.interruptions)  # handed back, as the SDK does
     # a call is cancelled only beside the call that raised the run's error (the SDK cancelled it)
     assert "cancelled" not in statuses or statuses.count("error") == 1
 

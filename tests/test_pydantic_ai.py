@@ -12,7 +12,7 @@ import pytest
 from conftest import wait_until
 from pydantic_ai import Agent, ModelRetry, RunContext, UsageLimits
 from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
@@ -143,6 +143,7 @@ def test_stop_mid_tool_cancels_the_tool():
     run.interrupt()
     record = run.wait(timeout=20)
     assert record.status == "interrupted" and cancelled.is_set()
+    assert run.result is None  # a Stop: pydantic-ai returned nothing
     (step,) = record.steps
     assert step.interrupted and step.usage_known
     assert [(c.tool, c.status) for c in step.tool_calls] == [("slow", "cancelled")]
@@ -396,3 +397,27 @@ def test_runs_of_one_agent_take_turns():
     assert first.wait(timeout=20).output == "seen 1"
     record = second.wait(timeout=20)
     assert record.output == "seen 3" and record.queued_s > 0  # it went on from the first run's end
+
+
+def test_run_result_is_the_agent_run_result_that_agent_run_returns():
+    from pydantic_ai.agent import AgentRunResult
+
+    from nbagent.adapters.pydantic_ai_records import chat_messages
+
+    def reply(messages: list[ModelMessage], info: AgentInfo):
+        if last_part(messages).part_kind == "user-prompt":
+            return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("The answer is 3")])
+
+    agent = adder(FunctionModel(reply))
+    plain = asyncio.run(agent.run("what is 1 + 2?"))
+    run = nbagent.start(agent, "what is 1 + 2?", display=False)
+    assert run.result is None  # nothing before the end
+    record = run.wait(timeout=20)
+
+    result = run.result
+    assert isinstance(result, AgentRunResult)
+    assert result.output == plain.output == record.output
+    assert result.usage == plain.usage and result.usage.requests == 2
+    assert chat_messages(result.all_messages()) == chat_messages(plain.all_messages())
+    assert [m.kind for m in result.new_messages()] == [m.kind for m in plain.new_messages()]

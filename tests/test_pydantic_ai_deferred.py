@@ -19,6 +19,12 @@ from nbagent.view.html import record_html
 pytestmark = pytest.mark.needs("pydantic-ai")
 
 
+@pytest.fixture(autouse=True)
+def undisplayed_views(views):
+    """A run started with ``display=True`` gets a view that is never displayed (``conftest.views``):
+    approvals wait in its panel, decided here from code as its buttons decide them."""
+
+
 def mailer() -> Agent:
     agent = Agent(TestModel(), output_type=[str, DeferredToolRequests])
 
@@ -82,7 +88,7 @@ def office() -> Agent:
 
 
 def run_approving(agent: Agent, task, **options):
-    run = nbagent.start(agent, task, display=False, **options)
+    run = nbagent.start(agent, task, display=True, **options)  # a person decides in its view
     wait_until(lambda: run.pending_approvals or run.done())
     for pending in run.pending_approvals:
         run.approve(pending.call_id)

@@ -32,6 +32,12 @@ def mailer(output_type=str) -> Agent:
     return agent
 
 
+@pytest.fixture(autouse=True)
+def undisplayed_views(views):
+    """A run started with ``display=True`` gets a view that is never displayed (``conftest.views``):
+    approvals wait in its panel, decided here from code as its buttons decide them."""
+
+
 def test_five_concurrent_runs_of_one_agent_all_end():
     release = threading.Event()
 
@@ -72,7 +78,7 @@ def test_reset_false_after_max_steps_answers_the_last_calls():
 
 
 def test_requires_approval_asks_in_the_panel_and_the_run_goes_on():
-    run = nbagent.start(mailer(), "mail a", display=False)
+    run = nbagent.start(mailer(), "mail a", display=True)
     wait_until(lambda: run.pending_approvals)
     (pending,) = run.pending_approvals
     assert pending.tool == "send_email" and pending.arguments == {"to": "a"}
@@ -92,7 +98,7 @@ def test_requires_approval_asks_in_the_panel_and_the_run_goes_on():
 
 
 def test_a_denied_call_keeps_the_reason_and_the_model_sees_it():
-    run = nbagent.start(mailer(), "mail a", display=False)
+    run = nbagent.start(mailer(), "mail a", display=True)
     wait_until(lambda: run.pending_approvals)
     run.deny(run.pending_approvals[0].call_id, "not today")
     record = run.wait(timeout=20)
@@ -102,7 +108,7 @@ def test_a_denied_call_keeps_the_reason_and_the_model_sees_it():
 
 
 def test_an_approval_that_times_out_is_denied():
-    record = nbagent.run(mailer(), "mail a", display=False, approval_timeout_s=0.1)
+    record = nbagent.run(mailer(), "mail a", display=True, approval_timeout_s=0.1)
     (call,) = record.tool_calls
     assert record.status == "success" and (call.status, call.approval) == ("denied", "timed_out")
 
@@ -127,7 +133,7 @@ def test_approve_policy_holds_a_plain_tool():
 
 
 def test_denied_approval_matches_pydantic_ai_denial():
-    record = nbagent.run(mailer(), "mail a", display=False, approval_timeout_s=0.05)
+    record = nbagent.run(mailer(), "mail a", display=True, approval_timeout_s=0.05)
     agent = mailer(output_type=[str, DeferredToolRequests])
     paused = agent.run_sync("mail a")
     call = paused.output.approvals[0]
@@ -189,3 +195,33 @@ def test_an_output_tool_step_is_final_live_and_after_the_fact():
     live = nbagent.run(agent, "a city", display=False)
     (after,) = records_from_pydantic_ai(agent.run_sync("a city"))
     assert [s.kind for s in live.steps] == [s.kind for s in after.steps] == ["final"]
+
+
+def test_with_no_view_and_no_approve_the_run_ends_with_deferred_tool_requests_as_agent_run_does():
+    plain = mailer([str, DeferredToolRequests]).run_sync("mail a")
+    agent = mailer([str, DeferredToolRequests])
+
+    run = nbagent.start(agent, "mail a", display=False)  # a script: no one sees a panel
+    record = run.wait(timeout=20)
+
+    assert record.status == "success" and isinstance(record.output, DeferredToolRequests)
+    assert [c.tool_name for c in record.output.approvals] == [c.tool_name for c in plain.output.approvals]
+    assert [(c.tool, c.status) for c in record.tool_calls] == [("send_email", "deferred")]
+    assert run.result.output == record.output and run.result.usage == plain.usage
+    call_id = record.output.approvals[0].tool_call_id
+    resumed = nbagent.run(
+        agent,
+        None,
+        display=False,
+        message_history=run.result.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={call_id: True}),
+    )
+    assert resumed.status == "success" and "sent to a" in resumed.output
+
+
+def test_with_no_view_and_no_deferred_output_type_the_run_fails_as_agent_run_does():
+    with pytest.raises(Exception) as plain:
+        mailer().run_sync("mail a")
+    record = nbagent.run(mailer(), "mail a", display=False)
+    assert (record.status, record.error_type) == ("error", type(plain.value).__name__)
+    assert record.error.endswith(str(plain.value))

@@ -996,3 +996,12 @@ def test_the_memory_keeps_the_cut_step_and_the_final_answer_steps_are_smolagents
     steps = [s for s in agent.memory.steps if isinstance(s, ActionStep)]
     assert [s.error is None for s in steps] == [True, False]
     assert not any(isinstance(s, FinalAnswerStep) for s in agent.memory.steps)
+
+
+def test_run_result_is_what_agent_run_returns(fakes):
+    script = [code("final_answer({'city': 'Paris', 'rank': 1})")]
+    plain = fakes.agent("code", fakes.model(script)).run("Which city?")
+    agent = fakes.agent("code", fakes.model(script))
+    run = nbagent.start(agent, "Which city?", display=False)
+    run.wait(timeout=20)
+    assert run.result == plain == {"city": "Paris", "rank": 1}

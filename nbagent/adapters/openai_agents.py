@@ -29,7 +29,10 @@ Usage the SDK counted that no turn's stream reported (a turn cut by an input gua
 tripwire, an agent used as a tool, the earlier turns of a resumed ``RunState``) is added to the
 last turn before the run ends or pauses for approval, so the record's totals are the SDK's.
 
-Approvals. A tool with ``needs_approval`` pauses the SDK's run (``result.interruptions``); nbagent
+Approvals. A tool with ``needs_approval`` pauses the SDK's run (``result.interruptions``). A run
+no view shows (``display=False``: a script, a batch, CI) ends there, as ``Runner.run`` does: its
+paused calls are ``"deferred"`` and ``run.result.interruptions`` holds them, to decide on
+``run.result.to_state()`` and resume with ``nbagent.start(agent, state)``. In a shown run nbagent
 shows each paused call in its approval panel (``run.pending_approvals``, ``run.approve``,
 ``run.deny``), applies the decisions to the SDK's ``RunState`` (``approve`` / ``reject``, a deny's
 reason as the SDK's ``rejection_message``, the exact text the model sees) and resumes it, all
@@ -68,6 +71,7 @@ from typing import Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.openai_agents_records import (
+    HANDED_BACK,
     arguments_of,
     last_user_text,
     model_name,
@@ -211,12 +215,16 @@ class OpenAIAgentsSource:
                 after_turn = await _stream(result, translator, ctx)
                 if not result.interruptions:
                     break
+                if not ctx.shown:  # no one sees an approval panel: the SDK's own contract holds
+                    _hand_back(result, translator)
+                    break
                 # Paused for approvals: decide them in nbagent's panel, then resume the same run.
                 run_input = await _decide(result, translator, ctx)
             translator.catch_up()
             translator.close()
             if after_turn and result.final_output is None:
                 raise AgentInterrupted("stopped after the turn")
+            ctx.set_result(result)  # ``RunResult``'s interface: to_input_list(), final_output, to_state()
             return result.final_output
         except MaxTurnsExceeded as exc:
             translator.catch_up()
@@ -267,10 +275,7 @@ async def _decide(result: Any, translator: Translator, ctx: RunContext) -> Any:
     state = result.to_state()
     waiting = []
     for item in result.interruptions:
-        raw = item.raw_item
-        sdk_id = str(raw_field(raw, "call_id") or raw_field(raw, "id"))
-        tool = str(getattr(item, "tool_name", None) or raw_field(raw, "name") or "tool")
-        arguments = raw_field(raw, "arguments")
+        sdk_id, tool, arguments = _paused_call(item)
         call_id = translator.open_calls.get(sdk_id) or translator.start_call(sdk_id, tool, arguments)
         ctx.approvals.request(ctx, call_id, tool, arguments_of(arguments))
         waiting.append((item, sdk_id, call_id))
@@ -283,6 +288,25 @@ async def _decide(result: Any, translator: Translator, ctx: RunContext) -> Any:
             # The reason is the model's answer, as the SDK's own rejection_message; none: the SDK's.
             state.reject(item, rejection_message=decision.reason)
     return state
+
+
+def _hand_back(result: Any, translator: Translator) -> None:
+    """A run paused for approvals that no view shows ends as ``Runner.run`` ends it: its calls are
+    ``"deferred"``, and ``run.result.interruptions`` holds them to decide and resume."""
+    translator.catch_up()
+    for item in result.interruptions:
+        sdk_id, tool, arguments = _paused_call(item)
+        if sdk_id not in translator.open_calls:
+            translator.start_call(sdk_id, tool, arguments)
+        translator.finish_call(sdk_id, "deferred", error=HANDED_BACK)
+
+
+def _paused_call(item: Any) -> tuple[str, str, Any]:
+    """A ``ToolApprovalItem``'s call: the SDK's call id, the tool's name, the arguments."""
+    raw = item.raw_item
+    sdk_id = str(raw_field(raw, "call_id") or raw_field(raw, "id"))
+    tool = str(getattr(item, "tool_name", None) or raw_field(raw, "name") or "tool")
+    return sdk_id, tool, raw_field(raw, "arguments")
 
 
 def with_usage_asked(agent: Any, run_config: Any) -> Any:

@@ -66,14 +66,19 @@ def message_text(item: Any) -> str:
     return ItemHelpers.text_message_output(item)
 
 
+HANDED_BACK = "deferred: waits for the caller's approval (result.interruptions, then resume its RunState)"
+"""Why a call is ``"deferred"``: the run paused for its approval and no one in it could decide."""
+
+
 def records_from_openai_agents(result: Any) -> list[RunRecord]:
     """A ``RunRecord`` (in a list, like the other ``records_from_*``) for a run made with the
     Agents SDK alone: ``Runner.run``'s ``RunResult`` or a consumed ``Runner.run_streamed`` result.
 
     One step per model response, with its usage and the tool calls and handoffs it asked for. The
-    run is ``"success"`` when it has a final output, ``"interrupted"`` when a streamed run was
-    cancelled, else ``"error"``. A handoff whose ``input_filter`` dropped its items from the result
-    is still a handoff (``"ok"``, to the agent that answered next), as in a run through nbagent.
+    run is ``"success"`` when it has a final output or paused for approvals (its paused calls
+    ``"deferred"``), ``"interrupted"`` when a streamed run was cancelled, else ``"error"``. A
+    handoff whose ``input_filter`` dropped its items from the result is still a handoff (``"ok"``,
+    to the agent that answered next), as in a run through nbagent.
     """
     require_openai_agents()
     if not hasattr(result, "raw_responses") or not hasattr(result, "new_items"):
@@ -91,6 +96,7 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
         model=model_name(first_agent),
         started_at=started,
     )
+    paused = {raw_field(item.raw_item, "call_id") for item in getattr(result, "interruptions", None) or ()}
     outputs: dict[Any, Any] = {}
     for item in result.new_items:
         if getattr(item, "type", None) in ("tool_call_output_item", "handoff_output_item"):
@@ -117,7 +123,10 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
             if kind == "function_call":
                 answer = outputs.get(raw_field(output, "call_id"))
                 handed_to = _handoff_target(output, agents, next_agent) if went_on else None
-                step.tool_calls.append(_tool_call(output, answer, started, handed_to))
+                call = _tool_call(output, answer, started, handed_to)
+                if answer is None and raw_field(output, "call_id") in paused:
+                    call.status, call.error = "deferred", HANDED_BACK
+                step.tool_calls.append(call)
             elif kind == "message":
                 texts.extend(
                     raw_field(c, "text") or ""
@@ -130,6 +139,8 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
     _add_usage_outside_turns(record, getattr(getattr(result, "context_wrapper", None), "usage", None))
     if getattr(result, "final_output", None) is not None:
         record.status, record.output = "success", result.final_output
+    elif paused:  # it waits for the caller's decisions: it did what it could
+        record.status = "success"
     elif getattr(result, "_cancel_mode", "none") != "none":
         record.status, record.stop_reason = "interrupted", "user"
     else:

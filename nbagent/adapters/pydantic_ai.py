@@ -39,7 +39,10 @@ cancels (``ctx.cancel()`` in a tool, the run's ``cancellation_token``) is ``"int
 ``stop_reason="agent"``.
 
 Approvals. Deferred calls that need approval (``requires_approval=True``, ``ApprovalRequired``)
-show in nbagent's approval panel and the run goes on with the decisions, in the same run. nbagent's
+show in nbagent's approval panel and the run goes on with the decisions, in the same run. A run
+that no view shows (``display=False``: a script, a batch, CI) and has no ``approve=`` has no one to
+decide: it ends as ``agent.run`` ends, its output (and ``run.result.output``) the
+``DeferredToolRequests`` to resume with ``deferred_tool_results``. nbagent's
 ``approve=`` policy maps onto the same path: the run's toolset is wrapped for that run only in
 pydantic-ai's ``ApprovalRequiredToolset``.
 
@@ -155,13 +158,16 @@ class PydanticAISource:
 
     def _capabilities(self, options: dict[str, Any], steps: Steps) -> list[Any]:
         """The run's capabilities: the user's, then nbagent's approvals (asked last, so a handler of
-        the user's decides first)."""
+        the user's decides first). A run that no view shows and that has no ``approve=`` has no one
+        to decide: its deferred calls end it with ``DeferredToolRequests``, as ``agent.run`` does."""
         from pydantic_ai.capabilities import HandleDeferredToolCalls
 
         from nbagent.adapters.pydantic_ai_approvals import approval_policy
 
-        mine = [HandleDeferredToolCalls(handler=steps.decide)]
         policy = approval_policy(steps.ctx.approvals)
+        if policy is None and not steps.ctx.shown:
+            return list(options.get("capabilities", ()))
+        mine = [HandleDeferredToolCalls(handler=steps.decide)]
         if policy is not None:
             mine.insert(0, policy)
         return [*options.get("capabilities", ()), *mine]
@@ -194,8 +200,11 @@ class PydanticAISource:
                         steps.deferred(node.data.output)
                         steps.finish(final=True)
                 steps.finish()
+            ctx.set_result(run.result)  # the ``AgentRunResult`` that ``agent.run`` returns
             return run.result.output if run.result is not None else None
         except UsageLimitExceeded as exc:
+            if run is not None:  # a whole reply the limit tripped on (not streamed) is the step's
+                steps.tripped_on(run.all_messages())
             limits = steps.limits
             limit = getattr(limits, "request_limit", None)
             if run is not None and limit is not None and run.usage.requests >= limit:

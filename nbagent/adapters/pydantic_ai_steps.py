@@ -7,6 +7,9 @@ model can stream (``ModelRequestNode.stream``); a model that cannot (a ``Functio
 and the step gets its whole reply at once. Tool calls come from ``CallToolsNode.stream``, which
 needs no model streaming.
 
+A run with a token limit in its ``UsageLimits`` is not streamed either (``streams_as_agent_run``),
+so its limit trips where ``agent.run``'s does: once the whole reply is in, not mid-reply.
+
 Usage. A step's usage is its model response's (``RequestUsage``); a reply cut by a Stop has
 unknown usage (a stream's partial count, such as the ``output_tokens=1`` an Anthropic-style
 message-start event carries, is not the reply's usage). Usage that a tool adds to the run
@@ -54,6 +57,25 @@ def can_stream(model: Any) -> bool:
     if isinstance(model, WrapperModel) and type(model).request_stream is WrapperModel.request_stream:
         return can_stream(model.wrapped)
     return type(model).request_stream is not Model.request_stream
+
+
+def streams_as_agent_run(model: Any, limits: Any) -> bool:
+    """True when nbagent may stream a request that ``agent.run`` (without a handler) would send
+    unstreamed, and the run ends the same: the model can stream, and no token limit is set. A
+    streamed reply is checked against token limits as it comes (pydantic-ai cuts it where its
+    count crosses the limit), an unstreamed one once it is whole; so a run with a token limit is
+    asked as ``agent.run`` asks it, and its text comes at once rather than word by word."""
+    if not can_stream(model):
+        return False
+    return not (limits is not None and limits.has_token_limits()) or not can_request(model)
+
+
+def can_request(model: Any) -> bool:
+    """False for a model that can only stream (a ``FunctionModel`` with only a ``stream_function``):
+    ``agent.run`` cannot run it without a handler, so its users stream it."""
+    from pydantic_ai.models.function import FunctionModel
+
+    return not (isinstance(model, FunctionModel) and model.function is None)
 
 
 DEFERRED_CALL = "deferred: the caller runs it and resumes the run with deferred_tool_results"
@@ -112,7 +134,7 @@ class Steps:
         if self.limits is not None:  # a request the limits forbid is never a step (pydantic-ai's own check)
             self.limits.check_before_request(run.usage)
         self._open(None)
-        if self.handler is None and not can_stream(run.ctx.deps.model):
+        if self.handler is None and not streams_as_agent_run(run.ctx.deps.model, self.limits):
             return  # ``model.request`` runs when the loop advances; the reply comes with the next node
         from pydantic_ai.exceptions import UsageLimitExceeded
 
@@ -135,6 +157,13 @@ class Steps:
         tokens_in, tokens_out = usage_of(response.usage)
         self.ctx.usage(tokens_in, tokens_out, "unknown" if tokens_in is None else "reported")
         self.counted = (self.counted[0] + (tokens_in or 0), self.counted[1] + (tokens_out or 0))
+
+    def tripped_on(self, messages: list[Any]) -> None:
+        """A usage limit tripped: a reply that came whole (unstreamed) and was never reported,
+        the last of ``messages``, is the open step's, so its usage counts as ``agent.run``'s."""
+        last = messages[-1] if messages else None
+        if self.open and not self.responded and last is not None and last.kind == "response":
+            self.reply(last)
 
     async def _consume(self, stream: Any, run: Any, observe: Any) -> None:
         if self.handler is None:

@@ -191,7 +191,9 @@ class SmolagentsSource:
             while True:
                 t, wall, item = await entries.get()
                 if isinstance(item, Done):
-                    return translator.finish(item.error)
+                    output = translator.finish(item.error)
+                    ctx.set_result(output)  # what ``agent.run(task)`` returns
+                    return output
                 translator.apply(t, wall, item)
         except BaseException:
             if not worker.finished.done():

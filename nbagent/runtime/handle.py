@@ -132,6 +132,7 @@ class Run:
         self.completion: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
         self.completion.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
         self._final: RunRecord | None = None
+        self._result: Any = None
         self._finish_lock = threading.Lock()
         self._started = False
         self.launched = False
@@ -173,6 +174,13 @@ class Run:
         if snapshot is None:
             raise RuntimeError("the run has not been started")
         return snapshot
+
+    @property
+    def result(self) -> Any:
+        """What the framework's own call returned, as it returned it (LangGraph's final state as
+        ``ainvoke`` gives it; the native ``Agent``'s answer), once the run succeeded; ``None``
+        before, after any other end (a Stop, an error), or where the source keeps none."""
+        return self._result
 
     def live_record(self) -> RunRecord:
         """The record being built, not a copy. Only for sinks, on the runner's thread, between
@@ -404,6 +412,7 @@ class Run:
                     self._keep_cut_usage(ctx)
             if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
                 task.uncancel()  # the cancel was ours and is handled; the record is the result
+            self._result = ctx.result if status == "success" else None
             # Priced before the end event, so every recorder of the run (the store's too) has the cost.
             price = cost_of(self.live_record())
             finished = ev.RunFinished(
