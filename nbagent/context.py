@@ -38,6 +38,8 @@ class RunContext:
         """The run's pending approvals: a source asks them before a call that needs one runs."""
         self.turn: Turn = Turn(None)
         """The run's place in its agent's line (``nbagent.runtime.turns``), set before ``drive``."""
+        self.result: Any = None
+        """What the framework's own call returned (``set_result``): ``Run.result`` once it ended."""
 
     @property
     def kept_history(self) -> Any:
@@ -48,6 +50,12 @@ class RunContext:
     def keep_history(self, history: Any) -> None:
         """Keep ``history`` for the agent's next continued run (stateless frameworks' sources)."""
         self.turn.keep(history)
+
+    def set_result(self, value: Any) -> None:
+        """Keep the value the framework's own call returns (LangGraph's final state, a pydantic-ai
+        ``AgentRunResult``...), as it is, for ``Run.result``: code written for the framework can
+        go on reading it."""
+        self.result = value
 
     def queued(self, after_run_id: str | None) -> None:
         """The run must wait for ``after_run_id`` (another run of the same agent) to end."""
@@ -103,6 +111,20 @@ class RunContext:
     ) -> None:
         self.emit(
             ev.ToolCallFinished(self.run_id, self.step, time.perf_counter(), call_id, status, result, error)
+        )
+
+    def node_started(self, node_id: str, name: str, *, at: float | None = None) -> None:
+        """A node that is not a tool (a graph node, a hook, a sub-agent) began (``at``: when, a
+        ``time.perf_counter()``; default now)."""
+        self.emit(
+            ev.NodeStarted(self.run_id, self.step, time.perf_counter() if at is None else at, node_id, name)
+        )
+
+    def node_finished(
+        self, node_id: str, status: ev.NodeStatus, output: Any = None, error: str | None = None
+    ) -> None:
+        self.emit(
+            ev.NodeFinished(self.run_id, self.step, time.perf_counter(), node_id, status, output, error)
         )
 
     def finish_step(

@@ -119,7 +119,11 @@ class Run:
         self._owner = getattr(self.source, "agent", agent)
         """Whose runs this one takes turns with and continues: the user's agent, also when a
         source object wrapping it was passed."""
-        self.continues_run_id = None if reset else last_run_of(self._owner)
+        memory_of = getattr(self.source, "memory_of", None)
+        self._memory = memory_of(self.options) if memory_of is not None else self._owner
+        """Whose memory ``reset=False`` continues: the agent, or the part of it the options name
+        (a LangGraph thread: a run on thread A continues A's latest run, not B's)."""
+        self.continues_run_id = None if reset else last_run_of(self._memory)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False
@@ -132,6 +136,7 @@ class Run:
         self.completion: concurrent.futures.Future[RunRecord] = concurrent.futures.Future()
         self.completion.set_running_or_notify_cancel()  # nobody may cancel it: only the runner completes it
         self._final: RunRecord | None = None
+        self._result: Any = None
         self._finish_lock = threading.Lock()
         self._started = False
         self.launched = False
@@ -173,6 +178,13 @@ class Run:
         if snapshot is None:
             raise RuntimeError("the run has not been started")
         return snapshot
+
+    @property
+    def result(self) -> Any:
+        """What the framework's own call returned, as it returned it (LangGraph's final state as
+        ``ainvoke`` gives it; the native ``Agent``'s answer), once the run succeeded; ``None``
+        before, after any other end (a Stop, an error), or where the source keeps none."""
+        return self._result
 
     def live_record(self) -> RunRecord:
         """The record being built, not a copy. Only for sinks, on the runner's thread, between
@@ -302,6 +314,8 @@ class Run:
         )
         self._recorder.apply(started)
         remember_run_of(self._owner, self.run_id)
+        if self._memory is not self._owner:
+            remember_run_of(self._memory, self.run_id)
         with _live_lock:
             _live_runs.add(self)
         try:
@@ -402,6 +416,7 @@ class Run:
                     self._keep_cut_usage(ctx)
             if task is not None and hasattr(task, "uncancel") and task.cancelling():  # Python >= 3.11
                 task.uncancel()  # the cancel was ours and is handled; the record is the result
+            self._result = ctx.result if status == "success" else None
             # Priced before the end event, so every recorder of the run (the store's too) has the cost.
             price = cost_of(self.live_record())
             finished = ev.RunFinished(
