@@ -158,6 +158,7 @@ class Agent:
             text, calls = await self._model_turn(ctx)
             if not calls:
                 ctx.finish_step(model_output=text, kind="final")
+                ctx.set_result(text)
                 return text
             await self._run_tools(ctx, calls)
             ctx.finish_step(model_output=text)

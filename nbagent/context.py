@@ -113,6 +113,20 @@ class RunContext:
             ev.ToolCallFinished(self.run_id, self.step, time.perf_counter(), call_id, status, result, error)
         )
 
+    def node_started(self, node_id: str, name: str, *, at: float | None = None) -> None:
+        """A node that is not a tool (a graph node, a hook, a sub-agent) began (``at``: when, a
+        ``time.perf_counter()``; default now)."""
+        self.emit(
+            ev.NodeStarted(self.run_id, self.step, time.perf_counter() if at is None else at, node_id, name)
+        )
+
+    def node_finished(
+        self, node_id: str, status: ev.NodeStatus, output: Any = None, error: str | None = None
+    ) -> None:
+        self.emit(
+            ev.NodeFinished(self.run_id, self.step, time.perf_counter(), node_id, status, output, error)
+        )
+
     def finish_step(
         self,
         model_output: str | None = None,

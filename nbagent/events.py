@@ -147,6 +147,8 @@ class ApprovalDecided(RunEvent):
     decision: Approval
     reason: str | None = None
     wait_s: float = 0.0
+    arguments: Any = None
+    """The arguments the call runs with when the person edited them (``None``: the model's)."""
 
     def __post_init__(self) -> None:
         _scrub(self, ("reason",))
@@ -217,3 +219,30 @@ class ToolArgumentsDelta(RunEvent):
     complete call is reported by ``ToolCallStarted`` once the reply has ended."""
 
     text: str
+
+
+NodeStatus = Literal["ok", "error", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStarted(RunEvent):
+    """A part of the agent that is not a tool began working in the step: a graph node, a
+    middleware hook, a sub-agent, a question to a person. A line in the view, never a tool call
+    (``StepRecord.nodes``: not in ``tool_calls``, not counted by ``max_tool_calls``)."""
+
+    node_id: str
+    name: str
+    """Who is working, as the framework names it (a path such as ``researcher › summarize``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFinished(RunEvent):
+    """The node ``node_id`` ended: ``output`` is what it produced, ``error`` why it failed."""
+
+    node_id: str
+    status: NodeStatus
+    output: Any = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("error",), ("output",))

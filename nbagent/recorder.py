@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import NodeRecord, RunRecord, StepRecord, ToolCallRecord
 from nbagent.secrets import StreamScrub, scrub, scrub_cut
 from nbagent.text import clean, clean_value, safe_text
 
@@ -76,6 +76,7 @@ class Recorder:
         """Each step's streamed pieces, as they came (never shown as they are: see ``_shown``)."""
         self._shown: dict[int, _ShownText] = {}
         self._calls: dict[str, ToolCallRecord] = {}
+        self._nodes: dict[str, NodeRecord] = {}
         self._usage_seen: set[int] = set()
 
     def _at(self, t: float) -> tuple[datetime, float]:
@@ -152,6 +153,8 @@ class Recorder:
         if call is None or call.approval != "pending":
             return
         call.approval, call.approval_wait_s = e.decision, max(0.0, e.wait_s)
+        if e.arguments is not None:  # what really runs, not what the model asked for
+            call.arguments = clean_value(e.arguments)
         if e.decision == "approved":  # the call's own time starts now, after the person's
             call.started_at, call.start_s = self._at(e.t)
 
@@ -173,6 +176,19 @@ class Recorder:
             return
         call.ended_at, call.end_s = self._at(e.t)
         call.status, call.result, call.error = e.status, clean_value(e.result), _clean(e.error)
+
+    def _node_started(self, e: ev.NodeStarted) -> None:
+        at, offset = self._at(e.t)
+        node = NodeRecord(node_id=e.node_id, name=clean(e.name), started_at=at, start_s=offset)
+        self._nodes[e.node_id] = node
+        self._steps[e.step].nodes.append(node)
+
+    def _node_finished(self, e: ev.NodeFinished) -> None:
+        node = self._nodes.get(e.node_id)
+        if node is None or node.status is not None:
+            return
+        node.ended_at, node.end_s = self._at(e.t)
+        node.status, node.output, node.error = e.status, clean_value(e.output), _clean(e.error)
 
     def _usage(self, e: ev.Usage) -> None:
         step = self._steps.get(e.step)
@@ -226,6 +242,10 @@ class Recorder:
             if call.approval == "pending":  # the run ended while it waited: it never ran
                 call.approval_wait_s = max(0.0, call.end_s - call.start_s) if call.end_s is not None else None
                 call.approval = None
+        for node in self._nodes.values():
+            if node.status is None:
+                node.ended_at, node.end_s = self._at(e.t)
+                node.status = "cancelled"
         for step in record.steps:
             if step.end_s is None:
                 self._close_step(step, e.t, cut=True)
@@ -254,7 +274,11 @@ class Recorder:
                 return None
             steps = []
             for step in record.steps:
-                copy = replace(step, tool_calls=[replace(c) for c in step.tool_calls])
+                copy = replace(
+                    step,
+                    tool_calls=[replace(c) for c in step.tool_calls],
+                    nodes=[replace(n) for n in step.nodes],
+                )
                 if copy.end_s is None:
                     copy.model_output = self._shown_text(step.number)
                 steps.append(copy)
@@ -286,6 +310,8 @@ _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
     ev.StepStarted: Recorder._step_started,
     ev.ToolCallStarted: Recorder._call_started,
     ev.ToolCallFinished: Recorder._call_finished,
+    ev.NodeStarted: Recorder._node_started,
+    ev.NodeFinished: Recorder._node_finished,
     ev.Usage: Recorder._usage,
     ev.ModelCallEnded: Recorder._model_call_ended,
     ev.ApprovalRequested: Recorder._approval_requested,

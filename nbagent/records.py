@@ -45,6 +45,29 @@ class ToolCallRecord:
 
 
 @dataclass
+class NodeRecord:
+    """A part of the agent that worked in a step and is not a tool (``nbagent.events.NodeStarted``):
+    a graph node, a middleware hook, a sub-agent. Kept apart from tool calls, so counts, frames
+    and ``max_tool_calls`` are about tools only."""
+
+    node_id: str
+    name: str
+    started_at: datetime
+    start_s: float
+    """Seconds from the start of the run."""
+    status: ev.NodeStatus | None = None
+    """``None`` while the node works."""
+    output: Any = None
+    error: str | None = None
+    ended_at: datetime | None = None
+    end_s: float | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.end_s is None else self.end_s - self.start_s
+
+
+@dataclass
 class StepRecord:
     number: int
     kind: ev.StepKind
@@ -64,6 +87,8 @@ class StepRecord:
     model_ended_at: datetime | None = None
     """When the step's model call had its whole reply (before its tools ran); ``None`` when the
     call never completed or the source cannot tell."""
+    nodes: list[NodeRecord] = field(default_factory=list)
+    """The graph nodes, hooks and sub-agents that worked in the step (not tools)."""
 
     @property
     def duration_s(self) -> float | None:

@@ -49,6 +49,8 @@ class Scenario:
     turns: list[Turn]
     error: str | None = None
     """The exception type name both runs end with, when they fail."""
+    edited: dict[str, Any] = field(default_factory=dict)
+    """Call id -> the arguments a person edited it to (the thread keeps the model's)."""
 
 
 @tool
@@ -240,6 +242,7 @@ def interrupt_scenarios() -> dict[str, Scenario]:
                     [lambda run: run.edit(_pending(run)[0], {"a": 5, "b": 5})],
                 )
             ],
+            edited={"call_add_0_": {"a": 5, "b": 5}},
         ),
         "hitl_two_calls": Scenario(
             _hitl_agent(

@@ -181,8 +181,9 @@ def test_a_text_interrupt_is_answered_from_code_in_the_same_run() -> None:
     assert run.resume("Ada")
     record = run.wait(timeout=20)
     assert record.status == "success" and record.output["log"] == ["asked", "got Ada"]
-    [call] = [c for s in record.steps for c in s.tool_calls if c.tool == "interrupt"]
-    assert call.approval == "approved" and call.result == "Ada"
+    assert not record.tool_calls  # a question is a node line, not a tool call
+    [node] = [n for s in record.steps for n in s.nodes if n.name == "interrupt"]
+    assert (node.status, node.output) == ("ok", "Ada")
 
 
 def test_interrupts_end_returns_as_ainvoke_does_and_a_command_resumes_later() -> None:

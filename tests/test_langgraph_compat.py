@@ -1,6 +1,7 @@
 """Compatibility: scenarios in the style of LangGraph's and LangChain's own agent tests
 (``tests/langgraph_scenarios.py``), run plainly (``graph.ainvoke``, ``Command(resume=...)``) and
-through nbagent, compared on the final state, the output, the usage, the tool calls and the
+through nbagent, compared on what ``ainvoke`` returns (``run.result``), the output, the usage,
+the tool calls (``record.tool_calls`` holds the model's calls and nothing else) and the
 thread's state afterwards."""
 
 from __future__ import annotations
@@ -63,23 +64,30 @@ def _plain_input(task: Any) -> Any:
     return task
 
 
+def _checkpointed(graph: Any) -> bool:
+    return graph.checkpointer not in (None, False, True)
+
+
 async def _plain(scenario: Scenario) -> dict[str, Any]:
     graph = scenario.build()
-    outcome: dict[str, Any] = {"outputs": [], "error": None}
+    outcome: dict[str, Any] = {"outputs": [], "error": None, "thread": None, "next": None}
     for turn in scenario.turns:
         config = _config(turn, "plain")
         kwargs = {"context": turn.context} if turn.context is not None else {}
         try:
             result = await graph.ainvoke(_plain_input(turn.input), config, **kwargs)
             for value in turn.plain_resume:
+                value = value(result) if callable(value) else value  # a map of interrupt ids
                 result = await graph.ainvoke(Command(resume=value), config, **kwargs)
         except Exception as exc:
             outcome["error"] = type(exc).__name__
             break
-        outcome["outputs"].append(output_of(result) if "__interrupt__" not in result else "paused")
+        paused = isinstance(result, dict) and "__interrupt__" in result
+        outcome["outputs"].append("paused" if paused else output_of(result))
         outcome["final"] = result
-    state = await graph.aget_state(config)
-    outcome["thread"], outcome["next"] = state.values, state.next
+    if _checkpointed(graph):
+        state = await graph.aget_state(config)
+        outcome["thread"], outcome["next"] = state.values, state.next
     return outcome
 
 
@@ -99,11 +107,12 @@ def _wait_answered(run: nbagent.Run, asked: set[str]) -> None:
 
 def _through_nbagent(scenario: Scenario) -> dict[str, Any]:
     graph = scenario.build()
-    outcome: dict[str, Any] = {"outputs": [], "error": None, "records": []}
+    outcome: dict[str, Any] = {"outputs": [], "error": None, "records": [], "thread": None, "next": None}
     for index, turn in enumerate(scenario.turns):
         config = _config(turn, "nbagent")
         kwargs = {"context": turn.context} if turn.context is not None else {}
-        run = nbagent.start(graph, turn.input, display=False, reset=index == 0, config=config, **kwargs)
+        reset = index == 0 or not _checkpointed(graph)
+        run = nbagent.start(graph, turn.input, display=False, reset=reset, config=config, **kwargs)
         _answering(run, turn.answer)
         record = run.wait(timeout=60)
         outcome["records"].append(record)
@@ -112,10 +121,12 @@ def _through_nbagent(scenario: Scenario) -> dict[str, Any]:
             outcome["error_text"] = record.error
             break
         assert record.status == "success", (record.status, record.error)
-        outcome["outputs"].append(record.output)
-        outcome["final"] = run.source.values
-    state = graph.get_state(config)
-    outcome["thread"], outcome["next"] = state.values, state.next
+        paused = isinstance(run.result, dict) and "__interrupt__" in run.result
+        outcome["outputs"].append("paused" if paused else record.output)
+        outcome["final"] = run.result
+    if _checkpointed(graph):
+        state = graph.get_state(config)
+        outcome["thread"], outcome["next"] = state.values, state.next
     return outcome
 
 
@@ -129,22 +140,24 @@ def test_scenario_matches_a_plain_run(name: str) -> None:
     assert ours["next"] == plain["next"]
     if scenario.error is None:
         assert _norm(ours["outputs"]) == _norm(plain["outputs"])
-        # ainvoke leaves private channels (HumanInTheLoopMiddleware's) out of what it returns
-        final = {key: value for key, value in ours["final"].items() if key in plain["final"]}
-        assert _norm(final) == _norm(plain["final"])
-    _check_records(ours["records"], ours["thread"], failed=scenario.error is not None)
+        assert _norm(ours["final"]) == _norm(plain["final"])
+    thread = ours["thread"] if ours["thread"] is not None else ours.get("final")
+    _check_records(ours["records"], thread, scenario, failed=scenario.error is not None)
 
 
-def _check_records(records: list[Any], thread: dict[str, Any], failed: bool) -> None:
+def _check_records(records: list[Any], thread: Any, scenario: Scenario, failed: bool) -> None:
     """Usage and tool calls in the records add up to the model replies and tool results the
-    thread keeps, in failed runs too (what the thread keeps of them)."""
+    thread keeps, in failed runs too (what the thread keeps of them); a call a person edited is
+    recorded with the arguments it ran with."""
     messages = thread.get("messages", []) if isinstance(thread, dict) else []
-    calls = [(c["name"], c["args"]) for m in messages if message_type(m) == "ai" for c in m.tool_calls]
-    results = {m.tool_call_id: m for m in messages if message_type(m) == "tool"}
-    recorded = [
-        c for r in records for s in r.steps for c in s.tool_calls if not c.call_id.startswith("node:")
+    calls = [
+        (c["name"], scenario.edited.get(c["id"], c["args"]))
+        for m in messages
+        if message_type(m) == "ai"
+        for c in m.tool_calls
     ]
-    recorded = [c for c in recorded if c.tool != "interrupt"]
+    results = {m.tool_call_id: m for m in messages if message_type(m) == "tool"}
+    recorded = [c for r in records for c in r.tool_calls]
     assert [(c.tool, c.arguments) for c in recorded] == calls
     for call in recorded:
         answered = results.get(call.call_id)

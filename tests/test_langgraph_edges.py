@@ -214,8 +214,9 @@ def test_a_model_that_fails_before_it_says_anything_is_a_step_with_the_error() -
     record = nbagent.run(graph, "go", display=False)
     assert record.status == "error" and record.error_type == "IndexError"
     (failed,) = record.steps  # the node's time and error, though its model never streamed
-    (node,) = failed.tool_calls
-    assert (node.tool, node.status, node.error) == ("model", "error", "the scripted model has no reply left")
+    (node,) = failed.nodes
+    assert not failed.tool_calls
+    assert (node.name, node.status, node.error) == ("model", "error", "the scripted model has no reply left")
 
 
 def test_a_tool_node_under_another_name_stopped_mid_tool_shows_its_call_once() -> None:
@@ -251,5 +252,5 @@ def test_a_failing_node_inside_a_subgraph_is_one_line_named_by_its_path() -> Non
     outer.add_edge(START, "researcher")
     record = nbagent.run(outer.compile(), {"topics": []}, display=False)
     assert record.status == "error" and record.error_type == "RuntimeError"
-    lines = [(c.tool, c.status, c.error) for s in record.steps for c in s.tool_calls]
-    assert lines == [("researcher › fail", "error", "the node failed")]
+    lines = [(n.name, n.status, n.error) for s in record.steps for n in s.nodes]
+    assert lines == [("researcher › fail", "error", "the node failed")] and not record.tool_calls

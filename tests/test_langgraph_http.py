@@ -97,5 +97,5 @@ def test_a_stop_while_the_model_thinks_keeps_the_node_in_flight_as_a_step_and_dr
     assert record.status == "interrupted"
     (thinking,) = record.steps  # the model node had sent no chunk: its time is still a step
     assert thinking.interrupted and thinking.duration_s >= stopped - asked
-    (node,) = thinking.tool_calls
-    assert (node.tool, node.status, node.error) == ("model", "cancelled", "interrupted")
+    (node,) = thinking.nodes
+    assert (node.name, node.status, node.error) == ("model", "cancelled", "interrupted")

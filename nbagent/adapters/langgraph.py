@@ -8,8 +8,14 @@ runner's loop through LangGraph's public streaming API (``stream_mode=["messages
 ``nbagent.adapters.langgraph_stream``. Nothing on the graph is wrapped or swapped.
 
 Inputs. A string is one user message (``{"messages": [...]}``; a graph without a ``messages``
-channel needs its state as a dict), a list is the messages, a dict is the input state, a
-``Command`` (``Command(resume=...)``) and ``None`` (go on from the checkpoint) pass as they are.
+channel needs its state as a dict), a list is the messages (or, for a graph whose whole state is a
+list, that list), a dict is the input state, a ``Command`` (``Command(resume=...)``) and ``None``
+(go on from the checkpoint) pass as they are.
+
+Result. ``run.result`` is the graph's final state exactly as ``ainvoke`` returns it (only the
+``output_schema``'s channels; LangGraph's ``__interrupt__`` when the run ends paused);
+``record.output`` is the answer in it (``structured_response``, else the last model message's
+text, else that state).
 ``config``, ``context``, ``interrupt_before`` / ``interrupt_after``, ``durability`` pass through;
 ``stream_mode`` adds modes, whose chunks go to ``on_chunk(namespace, mode, data)``.
 
@@ -70,7 +76,7 @@ from nbagent.adapters.langgraph_records import (
     require_langgraph,
 )
 from nbagent.adapters.langgraph_stream import StepTracker, tool_nodes_of
-from nbagent.adapters.langgraph_threads import prepare_thread, resumes
+from nbagent.adapters.langgraph_threads import pending_calls, prepare_thread, resumes
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
 from nbagent.runtime.identity_map import IdentityMap
@@ -84,6 +90,13 @@ DRAIN_POLL_S = 0.02
 
 _last_threads = IdentityMap()
 """Each graph's newest nbagent-picked or given thread (for ``reset=False`` without a thread)."""
+
+_threads = IdentityMap()
+"""Each graph's threads, by id: the object a thread's runs are remembered by (``memory_of``)."""
+
+
+class _Thread:
+    """One thread of one graph: what a ``reset=False`` run on it continues."""
 
 
 def is_langgraph_graph(obj: Any) -> bool:
@@ -127,6 +140,19 @@ class LangGraphSource:
 
     def __repr__(self) -> str:
         return f"LangGraphSource({self.name})"
+
+    def memory_of(self, options: dict[str, Any]) -> Any:
+        """Whose latest run a ``reset=False`` run continues: the thread the config names (runs on
+        another thread of the graph are not its past), else the graph (its newest thread)."""
+        thread = _thread_of(options.get("config"))
+        if thread is None or not _has_checkpointer(self.graph):
+            return self.graph
+        threads = _threads.get(self.graph)
+        if threads is None:
+            threads = {}
+            with contextlib.suppress(TypeError):
+                _threads.set(self.graph, threads)
+        return threads.setdefault(str(thread), _Thread())
 
     def task_text(self, task: Any) -> str:
         """The run's task as text for its record: a message list or state dict reads as its last
@@ -192,17 +218,19 @@ class LangGraphSource:
         if interrupts not in ("ask", "end"):
             raise ValueError(f"interrupts must be 'ask' or 'end', not {interrupts!r}")
         config = self._config(config, reset, max_steps)
+        tracker = StepTracker(ctx, tool_nodes_of(self.graph))
         if not _has_checkpointer(self.graph):
             interrupts = "end"  # nothing keeps the pause, so no Command(resume=...) can answer it
         elif not resumes(task):
             await prepare_thread(self.graph, config, self.name)
+        else:
+            await self._go_on(tracker, config)
         extra = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
         kwargs = {
             "context": context, "interrupt_before": interrupt_before,
             "interrupt_after": interrupt_after, "durability": durability,
         }  # fmt: skip
         kwargs = {name: value for name, value in kwargs.items() if value is not None}
-        tracker = StepTracker(ctx, tool_nodes_of(self.graph))
         graph_input = self._input(task)
         control = RunControl()
         watcher = asyncio.ensure_future(_drain_on_stop(ctx, control))
@@ -239,11 +267,30 @@ class LangGraphSource:
         finally:
             watcher.cancel()
             ctx.messages = chat_messages(messages_of(tracker.values))
+        result = self._output(self.values)
         if tracker.interrupts:  # interrupts="end": the run ends paused, as ainvoke returns
             values = dict(self.values) if isinstance(self.values, dict) else {}
             self.values = {**values, "__interrupt__": list(tracker.interrupts)}
+            paused = dict(result) if isinstance(result, dict) else {}
+            ctx.set_result({**paused, "__interrupt__": list(tracker.interrupts)})
             return self.values
-        return output_of(self.values)
+        ctx.set_result(result)
+        return output_of(result)
+
+    async def _go_on(self, tracker: StepTracker, config: dict[str, Any]) -> None:
+        """A run that goes on from the thread's checkpoint runs the model's calls still pending
+        there: they are this run's calls (the messages already in the thread are not new)."""
+        state = await self.graph.aget_state(config)
+        tracker.ended.update(m.id for m in messages_of(state.values) if getattr(m, "id", None))
+        tracker.adopt(pending_calls(state))
+
+    def _output(self, values: Any) -> Any:
+        """The final state as ``ainvoke`` returns it: only the channels of the graph's
+        ``output_schema`` (the stream's values hold the whole state)."""
+        keys = getattr(self.graph, "output_channels", None)
+        if not isinstance(values, dict) or not isinstance(keys, (list, tuple)):
+            return values
+        return {key: values[key] for key in keys if key in values}
 
     def _config(self, config: dict[str, Any] | None, reset: bool, max_steps: int | None) -> dict[str, Any]:
         if config is not None and not isinstance(config, dict):
@@ -276,9 +323,9 @@ class LangGraphSource:
                     "pass the input state as a dict"
                 )
             return {"messages": [{"role": "user", "content": task}]}
-        if isinstance(task, (list, tuple)):
+        if isinstance(task, (list, tuple)) and "messages" in getattr(self.graph, "channels", {}):
             return {"messages": list(task)}
-        return task
+        return task  # a graph whose whole state is a list takes the list itself
 
 
 async def _drain_on_stop(ctx: RunContext, control: Any) -> None:

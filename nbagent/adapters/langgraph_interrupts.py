@@ -117,8 +117,10 @@ async def answer_interrupts(ctx: RunContext, tracker: Any, interrupts: list[Any]
             number = ask.step or tracker.newest_step()
             ask.step = number
             ctx.step = number
-            if not ask.started:
-                ctx.tool_started(ask.call_id, ask.tool, ask.arguments)
+            if not ask.started:  # a question, or a review of no call of this run: a node line
+                ctx.node_started(
+                    ask.call_id, "interrupt" if pause.shape == "text" else f"review › {ask.tool}"
+                )
                 tracker.asking[ask.call_id] = number
             ctx.approvals.request(ctx, ask.call_id, ask.tool, ask.arguments, form=ask.form)
             tracker._done()
@@ -142,8 +144,7 @@ def _resume_value(ctx: RunContext, tracker: Any, pause: _Pause, answers: list[tu
             raise AgentInterrupted(f"the interrupt was {answer.decision.replace('_', ' ')}")
         ctx.step = ask.step
         tracker.asking.pop(ask.call_id, None)
-        ctx.tool_finished(ask.call_id, "ok", answer.value)
-        tracker._settle(ask.step, ask.call_id)
+        ctx.node_finished(ask.call_id, "ok", answer.value)
         tracker._done()
         return answer.value
     for ask, answer in answers:
@@ -160,8 +161,6 @@ def _resume_value(ctx: RunContext, tracker: Any, pause: _Pause, answers: list[tu
         if not ask.started:  # a request that is no tool call of the model: answered here
             ctx.step = ask.step
             tracker.asking.pop(ask.call_id, None)
-            status = "denied" if decision["type"] == "reject" else "ok"
-            ctx.tool_finished(ask.call_id, status, decision)
-            tracker._settle(ask.step, ask.call_id)
+            ctx.node_finished(ask.call_id, "ok", decision)
             tracker._done()
     return decisions[0] if pause.shape == "per_call" else {"decisions": decisions}

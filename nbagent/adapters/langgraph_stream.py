@@ -11,8 +11,9 @@ subgraphs=True)``; every chunk comes here, on the runner's loop, as ``(namespace
 - ``updates``: tool messages a node wrote (a tool that returned a ``Command``), and the root
   graph's ``__interrupt__`` (the run's pending interrupts).
 - ``tasks``: when each node starts and ends. A node that calls no model and runs no tool (a
-  router, a retriever, a node that runs a subgraph) is shown compactly as one line named by its
-  path (``researcher › summarize``), with what it wrote; a node that wrote nothing is not shown.
+  router, a retriever, a node that runs a subgraph) is a node line (``nbagent.events.NodeStarted``,
+  never a tool call) named by its path (``researcher › summarize``), with what it wrote; a node
+  that wrote nothing is not shown.
   A tool node that raised ends its calls ``error``.
 - ``values``: the root graph's state after each super-step (the run's final state at the end).
 
@@ -78,6 +79,17 @@ class _Model:
     chunk: Any = None
 
 
+@dataclass
+class _Held:
+    """The tool calls of a whole reply whose node has not ended yet: they are the graph's tool
+    calls only if the node writes the reply into the state (``with_structured_output`` inside a
+    node asks the model for a call that no tool ever answers)."""
+
+    step: int
+    calls: list[dict[str, Any]]
+    at: float
+
+
 def _task_of(meta: dict[str, Any]) -> str | None:
     ns = meta.get("langgraph_checkpoint_ns") or meta.get("checkpoint_ns") or ""
     last = ns.split("|")[-1]
@@ -86,6 +98,17 @@ def _task_of(meta: dict[str, Any]) -> str | None:
 
 def _path(namespace: tuple[str, ...], name: str) -> str:
     return " › ".join([*(part.split(":", 1)[0] for part in namespace), name])
+
+
+def _written_messages(value: Any) -> list[Any]:
+    """The messages a node wrote (its task's ``result``: a dict of writes, a ``Command``...)."""
+    if isinstance(value, dict):
+        return [m for item in value.values() for m in _written_messages(item)]
+    if isinstance(value, (list, tuple)):
+        return [m for item in value for m in _written_messages(item)]
+    if type(value).__name__ == "Command":
+        return _written_messages(getattr(value, "update", None))
+    return [value] if message_type(value) is not None else []
 
 
 def _is_tool_input(value: Any) -> bool:
@@ -114,6 +137,8 @@ class StepTracker:
         self.parents: set[str] = set()
         """Task ids of nodes that run a subgraph (named in an inner node's namespace): their inner
         nodes are the lines, so the parent never gets one of its own."""
+        self.held: dict[str, list[_Held]] = {}
+        """Tool calls of ended replies, by the task id of the node that asked for them."""
         self.values: Any = None
         self.interrupts: list[Any] = []
 
@@ -182,15 +207,48 @@ class StepTracker:
         tokens_in, tokens_out = usage_of(message)
         ctx.usage(tokens_in, tokens_out, "unknown" if tokens_in is None else "reported")
         step.text = content_text(message.content)
-        tool_calls = getattr(message, "tool_calls", None) or []
-        for tool_call in tool_calls:
-            ctx.tool_started(tool_call["id"], tool_call["name"], tool_call["args"])
-            self.calls[tool_call["id"]] = call.step
-            self.call_info[tool_call["id"]] = (tool_call["name"], tool_call["args"])
-            step.calls.add(tool_call["id"])
+        tool_calls = [c for c in getattr(message, "tool_calls", None) or () if c.get("id")]
         step.kind = "action" if tool_calls else "final"
-        step.closable = not tool_calls
+        if tool_calls and call.task_id in self.tasks:  # reported once its node writes them
+            self.held.setdefault(call.task_id, []).append(_Held(call.step, tool_calls, time.perf_counter()))
+            return
+        self._call(call.step, tool_calls)
+
+    def _call(self, number: int, tool_calls: list[dict[str, Any]], at: float | None = None) -> None:
+        """Report ``tool_calls`` of step ``number`` as started; the step closes once all are answered."""
+        ctx, step = self._at(number), self.open[number]
+        for tool_call in tool_calls:
+            call_id = tool_call["id"]
+            ctx.emit(
+                ev.ToolCallStarted(
+                    ctx.run_id, number, time.perf_counter() if at is None else at,
+                    call_id, tool_call["name"], tool_call["args"],
+                )
+            )  # fmt: skip
+            self.calls[call_id] = number
+            self.call_info[call_id] = (tool_call["name"], tool_call["args"])
+            step.calls.add(call_id)
+        step.kind = "action" if step.calls else "final"
+        step.closable = not step.calls
         self._close_ready()
+
+    def _release(self, task_id: str, result: Any) -> None:
+        """The node ``task_id`` ended: its replies' calls that it wrote are tool calls; the rest
+        (a structured answer it parsed, a node that failed) are not."""
+        messages = _written_messages(result)
+        written = {c.get("id") for m in messages for c in getattr(m, "tool_calls", None) or ()}
+        for held in self.held.pop(task_id, ()):
+            self._call(held.step, [c for c in held.calls if c["id"] in written], held.at)
+        for message in messages:  # the node answered some itself (a structured response)
+            if message_type(message) == "tool":
+                self._answered(message)
+
+    def adopt(self, calls: list[dict[str, Any]]) -> None:
+        """A run that goes on from a checkpoint (``None``, a ``Command``) where the model's calls
+        are still unanswered (a Stop cut them, ``interrupt_before``, a review): they run in this
+        run, so they are its calls, in a step of their own."""
+        if calls:
+            self._call(self._start("action"), calls)
 
     def _answered(self, message: Any) -> None:
         call_id = getattr(message, "tool_call_id", None)
@@ -234,6 +292,7 @@ class StepTracker:
         for key in [k for k, m in self.models.items() if m.task_id == task_id]:
             self._model_end(key)  # a reply with no "last" chunk is whole once its node ends
         error = data.get("error")
+        self._release(task_id, data.get("result") if error is None else None)
         if error is not None and (name in self.tool_nodes or quiet):
             for call_id, number in list(self.calls.items()):
                 self.calls.pop(call_id)
@@ -260,12 +319,12 @@ class StepTracker:
         """A node that is neither a model call nor a tool (or one that failed before its model
         said anything): one compact line, in the newest open step, or in a step of its own."""
         number = max(self.open) if self.open else self._start("action", at=started)
-        ctx, call_id = self._at(number), f"node:{task_id}"
-        ctx.emit(ev.ToolCallStarted(ctx.run_id, number, started, call_id, _path(namespace, name), None))
+        ctx, node_id = self._at(number), f"node:{task_id}"
+        ctx.node_started(node_id, _path(namespace, name), at=started)
         if error is None:
-            ctx.tool_finished(call_id, "ok", compact(result))
+            ctx.node_finished(node_id, "ok", compact(result))
         else:
-            ctx.tool_finished(call_id, "error", error=error)
+            ctx.node_finished(node_id, "error", error=error)
         if number == self.top and not self.open[number].calls and self.open[number].text is None:
             self.open[number].closable = True
             self._close_ready()
@@ -285,6 +344,8 @@ class StepTracker:
         """The run went through: finish every open step (an unanswered call ends ``cancelled``)."""
         for key in list(self.models):
             self._model_end(key)
+        for task_id in list(self.held):
+            self._release(task_id, None)
         for step in self.open.values():
             step.closable = True
         self._close_ready()
@@ -299,17 +360,19 @@ class StepTracker:
             if node.quiet or task_id in self.parents:
                 continue
             number = self._start("action", at=node.started)
-            ctx, call_id, path = self._at(number), f"node:{task_id}", _path(node.namespace, node.name)
-            ctx.emit(ev.ToolCallStarted(ctx.run_id, number, node.started, call_id, path, None))
-            ctx.tool_finished(call_id, "cancelled", error="interrupted")
+            ctx, node_id = self._at(number), f"node:{task_id}"
+            ctx.node_started(node_id, _path(node.namespace, node.name), at=node.started)
+            ctx.node_finished(node_id, "cancelled", error="interrupted")
         self.tasks.clear()
         self._done()
 
     def cut_calls(self) -> None:
         """After a Stop: end the calls still open, and the questions still asked, ``cancelled``
         with the error "interrupted" (they never returned)."""
-        for call_id, number in [*self.calls.items(), *self.asking.items()]:
+        for call_id, number in self.calls.items():
             self._at(number).tool_finished(call_id, "cancelled", error="interrupted")
+        for node_id, number in self.asking.items():
+            self._at(number).node_finished(node_id, "cancelled", error="interrupted")
         self.calls.clear()
         self.asking.clear()
         self._done()

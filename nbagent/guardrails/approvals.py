@@ -213,6 +213,9 @@ class Approvals:
                     result.decision,
                     result.reason,
                     result.at - pending.requested_t,
+                    arguments=value
+                    if pending.form is not None and pending.form.get("kind") == "approval"
+                    else None,
                 )
             )
 

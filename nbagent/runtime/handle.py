@@ -119,7 +119,11 @@ class Run:
         self._owner = getattr(self.source, "agent", agent)
         """Whose runs this one takes turns with and continues: the user's agent, also when a
         source object wrapping it was passed."""
-        self.continues_run_id = None if reset else last_run_of(self._owner)
+        memory_of = getattr(self.source, "memory_of", None)
+        self._memory = memory_of(self.options) if memory_of is not None else self._owner
+        """Whose memory ``reset=False`` continues: the agent, or the part of it the options name
+        (a LangGraph thread: a run on thread A continues A's latest run, not B's)."""
+        self.continues_run_id = None if reset else last_run_of(self._memory)
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False
@@ -312,6 +316,8 @@ class Run:
         )
         self._recorder.apply(started)
         remember_run_of(self._owner, self.run_id)
+        if self._memory is not self._owner:
+            remember_run_of(self._memory, self.run_id)
         with _live_lock:
             _live_runs.add(self)
         try:

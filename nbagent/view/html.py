@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import NodeRecord, RunRecord, StepRecord, ToolCallRecord
 from nbagent.text import shorten
 from nbagent.view.format import (
     ARGUMENTS_LIMIT,
@@ -155,6 +155,20 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
     return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
 
 
+def _node_line(node: NodeRecord) -> str:
+    """A node's line: who worked, and what came of it (a node is no tool: no arguments)."""
+    if node.status is None:
+        outcome = '<span class="nbagent-dim">… working</span>'
+    elif node.status == "ok":
+        outcome = f'<span class="nbagent-dim">→ {esc(shorten(node.output, RESULT_LIMIT))}</span>'
+    elif node.status == "error":
+        outcome = f'<span class="nbagent-error">✗ {esc(shorten(node.error or "error", ERROR_LIMIT))}</span>'
+    else:
+        outcome = f'<span class="nbagent-warn">■ {esc(node.status)}</span>'
+    took = "" if node.duration_s is None else f' <span class="nbagent-dim">{seconds(node.duration_s)}</span>'
+    return f'<div class="nbagent-tool nbagent-node">◇ {esc(shorten(node.name, 100))} {outcome}{took}</div>'
+
+
 class ToolCallCache:
     """The rendered lines of the tool calls of steps a live view still redraws.
 
@@ -214,8 +228,12 @@ def step_html(
     if text:
         cursor = '<span class="nbagent-cursor"></span>' if running and not step.tool_calls else ""
         parts.append(f'<div class="nbagent-text">{clipped_text(text)}{cursor}</div>')
+    lines = [(node.start_s, _node_line(node)) for node in step.nodes]
     for call in step.tool_calls:
-        parts.append(calls.line(call) if calls is not None else _call_line(call, _call_head(call)))
+        lines.append(
+            (call.start_s, calls.line(call) if calls is not None else _call_line(call, _call_head(call)))
+        )
+    parts.extend(line for _start, line in sorted(lines, key=lambda pair: pair[0]))
     if running and retry is not None:
         parts.append(
             f'<div class="nbagent-note nbagent-warn">↻ retrying in {retry.delay_s:.1f} s '

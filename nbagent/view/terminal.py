@@ -194,6 +194,10 @@ def record_text(record: RunRecord) -> str:
         lines.append(f"  {step_line(step)}")
         if step.model_output:
             lines.append(f"    says: {_one_line(step.model_output, 300)}")
+        for node in step.nodes:
+            lines.append(
+                f"    ◇ {_one_line(node.name, 80)} {_outcome(node.status, node.output, node.error, 200)}"
+            )
         for call in step.tool_calls:
             lines.extend(call_lines(call.tool, call.arguments, indent="    "))
             lines.append(f"      {_outcome(call.status, call.result, call.error, 200)}")
@@ -356,6 +360,12 @@ class TextView:
             outcome = _outcome(event.status, event.result, event.error)
             plain = event.status in ("ok", "deferred")
             self._lines("    " + (outcome if plain else self._paint(outcome, "red")))
+        elif isinstance(event, ev.NodeFinished):
+            step = shown.step(event.step) if shown is not None else None
+            names = {n.node_id: n.name for n in step.nodes} if step is not None else {}
+            name = _one_line(names.get(event.node_id, event.node_id), 80)
+            outcome = _outcome(event.status, event.output, event.error)
+            self._lines(f"  ◇ {name} " + (outcome if event.status == "ok" else self._paint(outcome, "red")))
         elif isinstance(event, ev.ApprovalRequested):
             self._lines(self._paint(f"    ◆ waiting for approval ({_one_line(event.call_id, 40)})", "yellow"))
         elif isinstance(event, ev.ApprovalDecided):

@@ -6,10 +6,16 @@ runner's loop never waits on a person), which prints the call with its full argu
 not interactive (a pipe, a CI log, a scheduled job) no one can answer, so the call is denied at
 once with a reason saying how to approve from code instead; a run that wants approvals from code
 uses ``display=False`` and ``run.approve(call_id)`` / ``run.deny(call_id, reason)``.
+
+A LangGraph ``interrupt()`` that asks a question (``PendingApproval.form`` ``{"kind": "text"}``)
+is answered with the line typed (``run.resume``); where no one can answer, it is declined, which
+ends the run and leaves the graph paused at it. A decision that fails is logged: the asker thread
+goes on to the next question.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
@@ -58,24 +64,35 @@ class TerminalApprovals:
         if type(event) is not ev.ApprovalRequested:
             return
         if not self._interactive():
-            self.run.deny(event.call_id, NOT_INTERACTIVE)  # type: ignore[attr-defined]
+            self._decline(event.call_id)
             return
         _ask_in_turn(self, event)  # type: ignore[arg-type]
+
+    def _decline(self, call_id: str) -> None:
+        """No one can answer: deny a call; decline a question (a denial cannot answer it)."""
+        self.run.approvals.decide(call_id, "denied", NOT_INTERACTIVE)
 
     def _still_pending(self, call_id: str) -> bool:
         return not self.run.done() and any(p.call_id == call_id for p in self.run.pending_approvals)
 
+    def _question(self, call_id: str) -> bool:
+        form = next((p.form for p in self.run.pending_approvals if p.call_id == call_id), None)
+        return form is not None and form.get("kind") == "text"
+
     def _decide(self, event: ev.ApprovalRequested) -> None:
         arguments: Any = observation(event.arguments)
-        prompt = terminal_safe(f"◆ approve {event.tool}({arguments})? [y / n reason] ")
+        question = self._question(event.call_id)
+        prompt = f"◆ {arguments} " if question else f"◆ approve {event.tool}({arguments})? [y / n reason] "
         try:
-            answer = self._ask(prompt).strip()
+            answer = self._ask(terminal_safe(prompt)).strip()
         except (EOFError, OSError):
-            self.run.deny(event.call_id, NOT_INTERACTIVE)
+            self._decline(event.call_id)
             return
         if not self._still_pending(event.call_id):
             return  # the run stopped, or the call was decided elsewhere, while the question was shown
-        if answer.lower() in ("y", "yes"):
+        if question:
+            self.run.resume(answer, event.call_id)
+        elif answer.lower() in ("y", "yes"):
             self.run.approve(event.call_id)
         else:
             reason = answer[1:].strip() if answer[:1].lower() == "n" else answer
@@ -111,4 +128,7 @@ def _answer_questions() -> None:
                     return
             continue
         if approvals._still_pending(event.call_id):  # skip calls decided or runs ended meanwhile
-            approvals._decide(event)
+            try:
+                approvals._decide(event)
+            except Exception:  # one failed decision must not silence every later question
+                logging.getLogger("nbagent").exception("nbagent: the terminal could not decide a call")
