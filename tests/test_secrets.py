@@ -200,7 +200,6 @@ def native_agent():
 
 
 def pydantic_ai_agent():
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent, ModelRetry
     from pydantic_ai.models.test import TestModel
 
@@ -219,7 +218,6 @@ def pydantic_ai_agent():
 
 
 def langgraph_agent():
-    pytest.importorskip("langgraph")
     from langchain.agents import create_agent
     from langchain_core.tools import ToolException, tool
     from langgraph_fakes import ScriptedChatModel, reply
@@ -235,7 +233,6 @@ def langgraph_agent():
 
 
 def openai_agents_agent():
-    pytest.importorskip("agents")
     from agents import Agent, function_tool
     from agents.testing import ScriptedModel as SdkScriptedModel
     from openai_agents_scenarios import calls, says
@@ -250,7 +247,6 @@ def openai_agents_agent():
 
 
 def smolagents_agent():
-    pytest.importorskip("smolagents")
     from smolagents import ToolCallingAgent, tool
     from smolagents_fakes import ScriptedSmolModel, answer, call
 
@@ -267,13 +263,18 @@ def smolagents_agent():
     return ToolCallingAgent(tools=[fetch], model=model, verbosity_level=-1)
 
 
+@pytest.mark.needs("otel")
 @pytest.mark.parametrize(
     "make",
-    [native_agent, pydantic_ai_agent, langgraph_agent, openai_agents_agent, smolagents_agent],
-    ids=["native", "pydantic-ai", "langgraph", "openai-agents", "smolagents"],
+    [
+        pytest.param(native_agent, id="native"),
+        pytest.param(pydantic_ai_agent, id="pydantic-ai", marks=pytest.mark.needs("pydantic-ai")),
+        pytest.param(langgraph_agent, id="langgraph", marks=pytest.mark.needs("langgraph")),
+        pytest.param(openai_agents_agent, id="openai-agents", marks=pytest.mark.needs("openai-agents")),
+        pytest.param(smolagents_agent, id="smolagents", marks=pytest.mark.needs("smolagents")),
+    ],
 )
 def test_a_tool_error_echoing_a_key_is_in_no_copy_of_the_run(make, tmp_path, spans):
-    pytest.importorskip("opentelemetry.sdk")
     record, everything = run_everywhere(make(), tmp_path, spans)
     assert record.status in ("success", "error"), record.error
     assert "the gateway refused key ***" in everything  # the error is there, scrubbed
@@ -281,8 +282,8 @@ def test_a_tool_error_echoing_a_key_is_in_no_copy_of_the_run(make, tmp_path, spa
     assert KEY[:12] not in everything
 
 
+@pytest.mark.needs("otel")
 def test_a_record_made_outside_a_run_is_scrubbed_where_it_is_stored_shown_and_traced(tmp_path, spans):
-    pytest.importorskip("opentelemetry.sdk")
     from nbagent import otel
 
     record = nbagent.run(native_agent(), "fetch it", display=False)

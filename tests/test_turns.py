@@ -191,8 +191,8 @@ def test_runs_passed_as_a_source_wrapping_the_agent_share_its_line():
     assert second.wait(timeout=20).status == "success"
 
 
+@pytest.mark.needs("pydantic-ai")
 def test_a_pydantic_ai_run_continuing_one_stopped_while_queued_continues_the_live_runs_conversation():
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.models.function import FunctionModel
 
