@@ -17,6 +17,7 @@ from test_browser_e2e import CHROMIUM, CHROMIUM_ARGS, Lab, _save
 from test_browser_e2e import lab as lab  # the JupyterLab server fixture
 
 pytestmark = [
+    pytest.mark.needs("test-all"),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
     pytest.mark.timeout(300),
