@@ -186,10 +186,8 @@ class RemoteRun:
             record = await self._failed("the task could not run in its worker", exc)
         finally:
             if self._store_sink is not None and record is not None:
-                drained = getattr(self._store_sink, "drained", None)
-                if drained is not None:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait({asyncio.wrap_future(drained())}, timeout=5.0)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait({asyncio.wrap_future(self._store_sink.drained())}, timeout=5.0)
             self._ended = True
             self._pending.clear()
             if not self.result.done():

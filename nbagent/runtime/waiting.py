@@ -26,6 +26,7 @@ from nbagent.runtime.loop import LoopThread
 
 if TYPE_CHECKING:
     from nbagent.runtime.handle import Run
+    from nbagent.runtime.source import Sink
 
 CANCELLED_AWAIT_GRACE_S = 5.0
 """When an ``await run`` is cancelled, how long it waits for the interrupted record before the
@@ -58,6 +59,8 @@ class WaitEnds:
     """What the wait returns, from the value of the handle's future."""
     stopped: Callable[[Any], BaseException]
     """What the wait raises, from that value, when the keyboard stopped the handle."""
+    views: tuple[Sink, ...] = ()
+    """The sinks a blocking wait holds (``Sink.block``): a run's views; a batch has none."""
 
 
 def run_ends(run: Run) -> WaitEnds:
@@ -67,6 +70,7 @@ def run_ends(run: Run) -> WaitEnds:
         still_stopping=f"run {run.run_id} is still stopping; its record will be in nbagent.history",
         result=_same,
         stopped=StoppedByKeyboard,
+        views=run.sinks,
     )
 
 
@@ -81,7 +85,7 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
         raise RuntimeError(f"wait() on the runner's own thread would deadlock: {ends.instead}")
     deadline = None if timeout is None else time.monotonic() + timeout
     pressed = False
-    with blocking_wait(run):
+    with blocking_wait(run, ends.views):
         while True:
             try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
                 try:

@@ -45,6 +45,7 @@ import ipywidgets as widgets
 
 from nbagent import events as ev
 from nbagent.records import RunRecord
+from nbagent.runtime.source import Sink
 from nbagent.text import shorten
 from nbagent.view.display import note_shown
 from nbagent.view.format import esc
@@ -101,7 +102,7 @@ class _Panel:
     widget: widgets.HTML | None = None
 
 
-class LiveView:
+class LiveView(Sink):
     """The widget view of one run, and the sink that keeps it current.
 
     Build it before the run starts and add it with ``run.add_sink(view)``; ``display()`` shows it.

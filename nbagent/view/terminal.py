@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from nbagent import events as ev
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord, StepRecord
+from nbagent.runtime.source import Sink
 from nbagent.text import safe_text, shorten, terminal_safe
 
 __all__ = ["TextView", "plural", "record_text", "shorten", "summary_line"]
@@ -226,7 +227,7 @@ class _Shown:
         return next((s for s in record.steps if s.number == number), None)
 
 
-class TextView:
+class TextView(Sink):
     """A sink that prints each step of a run as it happens (tokens included).
 
     Args:
