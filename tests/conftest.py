@@ -130,9 +130,9 @@ def _imported_tops(path: Path, seen: set[Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     tops: set[str] = set()
-    for name in names:
-        local = TESTS / f"{name}.py"
-        tops |= _imported_tops(local, seen) if local.is_file() else {name}
+    for name in names:  # a helper module beside the test (tests/adapters/...) or in tests/
+        local = next((d / f"{name}.py" for d in (path.parent, TESTS) if (d / f"{name}.py").is_file()), None)
+        tops |= _imported_tops(local, seen) if local is not None else {name}
     return tops
 
 
