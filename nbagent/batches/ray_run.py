@@ -20,6 +20,7 @@ from nbagent.errors import describe
 from nbagent.guardrails.approvals import PendingApproval
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord
+from nbagent.runtime.cancel import InterruptMode
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
@@ -86,7 +87,7 @@ class RemoteRun:
     def worker_pid(self) -> int | None:
         return None if self.worker is None else self.worker.pid
 
-    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: ev.Stopper = "user") -> bool:
         """Ask the worker to stop the run (a task not given to a worker yet is not started).
         Any thread; idempotent."""
         if self._ended:

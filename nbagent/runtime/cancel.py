@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any, Literal
 
+from nbagent import events as ev
 from nbagent.errors import AgentInterrupted
 from nbagent.runtime.lost_cancels import TaskTree, mark_run_task
 
@@ -58,10 +59,10 @@ class CancelScope:
         """The tasks started inside the run (loop thread only)."""
         self.requested_at: float | None = None
         """``time.perf_counter()`` when the first accepted interrupt arrived."""
-        self.now_reason: str | None = None
+        self.now_reason: ev.Stopper | ev.LimitName | None = None
         """Who asked for the interrupt("now") that was accepted: ``"user"``, ``"parent"``..."""
-        self.after_step_reason: str | None = None
-        self.limit: str | None = None
+        self.after_step_reason: ev.Stopper | ev.LimitName | None = None
+        self.limit: ev.LimitName | str | None = None
         """The budget that stopped the run (``Limits`` field name), when one did."""
         self.limit_message: str | None = None
 
@@ -74,7 +75,7 @@ class CancelScope:
             if self._now.is_set():
                 self._cancel()
 
-    def interrupt(self, mode: InterruptMode = "now", reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", reason: ev.Stopper | ev.LimitName = "user") -> bool:
         """Ask the run to stop; True if the run was still live. Idempotent; any thread.
 
         ``"now"`` returning True guarantees the run ends ``"interrupted"``. ``"after_step"`` stops
@@ -114,14 +115,14 @@ class CancelScope:
             task.cancel()
             self.tasks.stopped(task)
 
-    def trip(self, limit: str, message: str, mode: InterruptMode = "now") -> bool:
+    def trip(self, limit: ev.LimitName | str, message: str, mode: InterruptMode = "now") -> bool:
         """Stop the run because the budget ``limit`` was crossed: the run ends ``"limit"``, unless
         a Stop was accepted first (then it stays the user's). Idempotent; any thread."""
         with self._lock:
             if self._closed or self._now.is_set() or self.limit is not None:
                 return False
             self.limit, self.limit_message = limit, message
-            return self.interrupt(mode, reason=limit)
+            return self.interrupt(mode, reason=limit)  # type: ignore[arg-type]
 
     def adopt(self, child: CancelScope) -> None:
         """Make ``child`` (the scope of a run started inside this run) stop when this one does."""
@@ -149,14 +150,14 @@ class CancelScope:
         return self._closed
 
     @property
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> ev.StopReason | str | None:
         """The ``stop_reason`` of an interrupted run: the reason of the accepted interrupt."""
         if self.limit is not None:
             return self.limit
         if self._now.is_set():
             return self.now_reason
-        if self._after_step.is_set():
-            return f"{self.after_step_reason}_after_step"
+        if self._after_step.is_set() and self.after_step_reason is not None:
+            return ev.after_step(self.after_step_reason)
         return None
 
     @property

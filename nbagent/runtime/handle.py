@@ -141,7 +141,7 @@ class Run:
             raise RuntimeError("add sinks before the run starts (pass sinks= to start())")
         self._sinks.append(as_sink(sink))
 
-    def interrupt(self, mode: InterruptMode = "now", *, reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: ev.Stopper = "user") -> bool:
         """Stop the run: ``"now"`` cancels the in-flight model call and tool; ``"after_step"`` lets
         the current step finish. True if the run was still live. Idempotent; any thread.
         ``reason`` becomes the record's ``stop_reason``."""

@@ -25,6 +25,8 @@ from nbagent.runtime.interrupts import blocking_wait, sigint_stops
 from nbagent.runtime.loop import LoopThread
 
 if TYPE_CHECKING:
+    from nbagent.events import Stopper
+    from nbagent.runtime.cancel import InterruptMode
     from nbagent.runtime.handle import Run
     from nbagent.runtime.source import Sink
 
@@ -42,7 +44,7 @@ class Waitable(Protocol):
 
     def done(self) -> bool: ...
 
-    def interrupt(self, mode: Any = "now", *, reason: str = "user") -> bool: ...
+    def interrupt(self, mode: InterruptMode = "now", *, reason: Stopper = "user") -> bool: ...
 
 
 @dataclass(frozen=True)

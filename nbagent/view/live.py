@@ -302,6 +302,7 @@ class LiveView(Sink):
         elapsed_s: float | None,
         stopping: str | None = None,
         queued_after: str | None = None,
+        why: str | None = None,
     ) -> str:
         bar_scale = f"<style>.nbagent-run-{self.run.run_id}{{{total_style(elapsed_s)}}}</style>"
         notice = BLOCKING_NOTICE_HTML if self._blocked and status in ("running", "queued") else None
@@ -313,6 +314,7 @@ class LiveView(Sink):
             stopping=stopping,
             queued_after=queued_after,
             notice_html=notice,
+            why=why,
         )
         return bar_scale + head
 
@@ -360,7 +362,8 @@ class LiveView(Sink):
             )
         else:
             live = record
-            self._set(self.head, self._head_value(str(record.status), record.duration_s))
+            why = ev.why_stopped(record.status, record.stop_reason)
+            self._set(self.head, self._head_value(str(record.status), record.duration_s, why=why))
             if self.run.limits is not None:
                 tripped = record.stop_reason if record.status == "limit" else None
                 self._set(self.meters, meters_html(self.run.limits_used(), tripped))
