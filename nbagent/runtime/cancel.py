@@ -4,7 +4,8 @@ Design. A run is one asyncio task on the runner's private loop. ``interrupt("now
 task with ``loop.call_soon_threadsafe(task.cancel)``, so every ``await`` in the agent (a streaming
 model call, an async tool, the wait on a sync tool's thread) is a cancellation point and the run
 stops within one loop iteration, not at the end of the in-flight call. ``interrupt("after_step")``
-only raises a flag that sources check between steps.
+only raises a flag that sources check between steps; a wait that must end at the request awaits
+``after_step_requested()`` beside its own work.
 
 Who wins a race. The runner calls ``close()`` when the source has finished. ``interrupt`` and
 ``close`` take the same lock: an interrupt accepted before ``close`` (it returned True) always ends
@@ -12,7 +13,7 @@ the run ``"interrupted"``, even if the source finished its last step in the mean
 interrupt after ``close`` is a no-op that returns False. So ``interrupt("now") is True`` means
 exactly "this run ends interrupted".
 
-Children. A run started inside a tool of another run (``nbagent.run`` in a sync tool, ``arun`` in
+Children. A run started inside a tool of another run (``nbagent.run`` in a sync tool, ``await start`` in
 an async one) finds its parent's scope in the ``current_scope`` context variable and is adopted:
 an interrupt("now") of the parent interrupts every live child with the reason ``"parent"``, and a
 child adopted after its parent was interrupted is interrupted at once. A closed child leaves its
@@ -50,6 +51,8 @@ class CancelScope:
         self._lock = threading.RLock()
         self._now = threading.Event()
         self._after_step = threading.Event()
+        # Invariant: a waiter is here only while neither flag is set (setting one wakes them all).
+        self._step_waiters: list[asyncio.Future[None]] = []
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[object] | None = None
@@ -94,11 +97,13 @@ class CancelScope:
                 if self.after_step_reason is None:
                     self.after_step_reason = reason
                 self._after_step.set()
+                self._wake_step_waiters()
                 return True
             if self._now.is_set():
                 return True
             self.now_reason = reason
             self._now.set()
+            self._wake_step_waiters()
             loop, task = self._loop, self._task
             children = list(self._children)
         for child in children:  # first, so a child learns why before its awaiting tool is cancelled
@@ -107,6 +112,30 @@ class CancelScope:
             with contextlib.suppress(RuntimeError):  # a closing loop: the run is ending anyway
                 loop.call_soon_threadsafe(self._cancel)
         return True
+
+    def _wake_step_waiters(self) -> None:
+        """Wake every ``after_step_requested`` await, on its own loop (under the lock)."""
+        for waiter in self._step_waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody awaits it any more
+                waiter.get_loop().call_soon_threadsafe(_resolve, waiter)
+        self._step_waiters.clear()
+
+    async def after_step_requested(self) -> None:
+        """Return once the run should stop at its next step boundary (``stop_after_step``: either
+        mode was asked for). What a source or a wait inside a run awaits beside its own work,
+        instead of looking at the flag a few times a second; an interrupt from any thread wakes it
+        within one loop iteration."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self.stop_after_step:
+                return
+            self._step_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            with self._lock:
+                if waiter in self._step_waiters:
+                    self._step_waiters.remove(waiter)
 
     def _cancel(self) -> None:
         """Cancel the run's task (on the loop thread) and watch for a cancel lost on the way."""
@@ -178,6 +207,11 @@ class CancelScope:
         """Raise ``AgentInterrupted`` if the run was interrupted: for long sync tools to call."""
         if self._now.is_set():
             raise AgentInterrupted("the run was interrupted")
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 current_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar(
