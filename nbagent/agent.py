@@ -35,6 +35,7 @@ from nbagent.models.base import (
     ToolCall,
     ToolCallDelta,
 )
+from nbagent.runtime.source import Source
 from nbagent.runtime.tasks import spawn_contained, stop_within
 from nbagent.text import observation
 from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, Toolset, tool
@@ -66,7 +67,7 @@ def _add_tool(tools: dict[str, Tool], new: Tool, toolset: Toolset | None = None)
     tools[new.name] = new
 
 
-class Agent:
+class Agent(Source):
     """A tool-calling agent over any ``nbagent.models.Model``.
 
     Args:
@@ -81,7 +82,7 @@ class Agent:
     """
 
     supports_approvals = True
-    """Its tool calls can wait for a person (the runner checks this before taking ``approve=``)."""
+    """Its tool calls can wait for a person (``approve=``, ``@tool(requires_approval=True)``)."""
 
     def __init__(
         self,
@@ -122,6 +123,11 @@ class Agent:
     def model_name(self) -> str:
         name = getattr(self.model, "name", None)
         return name if isinstance(name, str) and name else type(self.model).__name__
+
+    def model_params(self) -> dict[str, Any]:
+        """The model's request settings (``OpenAIChatModel(..., temperature=0)``), when it has any."""
+        params = getattr(self.model, "params", None)
+        return dict(params) if isinstance(params, dict) else {}
 
     def reset(self) -> None:
         """Forget past runs."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from nbagent.secrets import scrub, scrub_value
 
@@ -28,6 +28,68 @@ UsageSource = Literal["reported", "estimated", "unknown"]
 ToolCallStatus = Literal["ok", "error", "cancelled", "abandoned", "denied", "deferred"]
 """``"deferred"``: not run; the run handed it back to its caller (pydantic-ai's ``DeferredToolRequests``)."""
 Approval = Literal["approved", "denied", "timed_out"]
+
+Stopper = Literal["user", "keyboard", "parent", "shutdown", "agent", "timed_out"]
+"""Who stops a run, the ``reason`` of ``interrupt``: the user (Stop, ``run.interrupt()``), Ctrl-C or
+Jupyter's ■ Interrupt, the run that started it, the kernel shutting down, the agent's own code (a
+smolagents step callback calling ``agent.interrupt()``), an approval nobody answered in time."""
+LimitName = Literal[
+    "max_tokens", "max_input_tokens", "max_output_tokens", "max_cost_usd", "max_seconds",
+    "max_wait_seconds", "max_tool_calls", "max_steps",
+]  # fmt: skip
+"""A field of ``nbagent.Limits``: the ``stop_reason`` of a run that ended ``"limit"``."""
+StopReason = Literal[
+    "user", "user_after_step", "keyboard", "keyboard_after_step", "parent", "shutdown", "agent",
+    "agent_after_step", "timed_out", "error",
+    "max_tokens", "max_input_tokens", "max_output_tokens", "max_cost_usd", "max_seconds",
+    "max_wait_seconds", "max_tool_calls", "max_steps",
+]  # fmt: skip
+"""Why a run ended other than by finishing (a record's ``stop_reason``; ``None`` for a success): a
+``Stopper`` for a Stop ``"now"``, ``"<stopper>_after_step"`` for a "Stop after step", ``"error"``,
+``"max_steps"`` (steps used up, or that ``Limits`` field), or for a ``"limit"`` end the
+``LimitName`` that tripped. A framework's own budget that tripped keeps its own name
+(pydantic-ai's ``"total_tokens_limit"``): a ``stop_reason`` may be any ``str``."""
+
+STOP_REASONS: dict[StopReason, str] = {
+    "user": "stopped by the user",
+    "user_after_step": "stopped after a step",
+    "keyboard": "stopped by Ctrl-C",
+    "keyboard_after_step": "stopped by Ctrl-C after a step",
+    "parent": "stopped with its parent run",
+    "shutdown": "stopped as its kernel or process shut down",
+    "agent": "stopped by the agent's own code",
+    "agent_after_step": "stopped by the agent's own code after a step",
+    "timed_out": "stopped: an approval was not answered in time",
+    "error": "ended by an error",
+    **{limit: f"budget {limit} reached" for limit in get_args(LimitName)},
+}
+"""The words for each ``StopReason``: every view and exporter shows a stop reason through
+``stop_text``, never in words of its own."""
+
+_AFTER_STEP: dict[str, StopReason] = {
+    "user": "user_after_step",
+    "keyboard": "keyboard_after_step",
+    "agent": "agent_after_step",
+}
+
+
+def after_step(reason: Stopper | LimitName) -> StopReason:
+    """The ``stop_reason`` of a "Stop after step" asked for with ``reason`` (a budget, a run's
+    parent or a shutdown is its own reason in either mode)."""
+    return _AFTER_STEP.get(reason, reason)  # type: ignore[return-value]
+
+
+def stop_text(reason: str) -> str:
+    """The words for a record's ``stop_reason`` (a framework's own budget as its name)."""
+    return STOP_REASONS.get(reason, f"budget {reason} reached")  # type: ignore[call-overload]
+
+
+def why_stopped(status: str, stop_reason: str | None) -> str | None:
+    """Why a run stopped by a person or a budget stopped (``None`` for any other end): the words
+    the text view, the HTML views and the exporters show."""
+    if status in ("interrupted", "limit") and stop_reason:
+        return stop_text(stop_reason)
+    return None
 
 
 def _scrub(event: Any, texts: tuple[str, ...] = (), values: tuple[str, ...] = ()) -> None:
@@ -201,10 +263,8 @@ class RunFinished(RunEvent):
     error: str | None = None
     error_type: str | None = None
     cost_usd: float | None = None
-    stop_reason: str | None = None
-    """Why the run ended other than by finishing: ``user``, ``user_after_step``, ``keyboard``,
-    ``parent``, ``max_steps``, ``error``, or the name of a tripped limit (``max_tokens``...) for
-    a ``"limit"`` end (``None`` for a success)."""
+    stop_reason: StopReason | str | None = None
+    """Why the run ended other than by finishing (``StopReason``); ``None`` for a success."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw, as chat messages, when the source can tell."""
 

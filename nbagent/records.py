@@ -134,14 +134,10 @@ class RunRecord:
     duration_s: float | None = None
     steps: list[StepRecord] = field(default_factory=list)
     cost_usd: float | None = None
-    stop_reason: str | None = None
-    """Why the run ended other than by finishing: ``user`` (Stop / ``interrupt()``),
-    ``user_after_step``, ``parent`` (the run that started it was stopped), ``keyboard`` (Ctrl-C or
-    Jupyter's interrupt), ``agent`` (the agent's own code stopped it, e.g. a smolagents step
-    callback calling ``agent.interrupt()``), ``max_steps``, ``error``, or for a ``"limit"`` end the
-    limit that tripped (``max_tokens``, ``max_input_tokens``, ``max_output_tokens``,
-    ``max_cost_usd``, ``max_seconds``, ``max_wait_seconds``, ``max_tool_calls``, ``max_steps``);
-    ``None`` for a success."""
+    stop_reason: ev.StopReason | str | None = None
+    """Why the run ended other than by finishing (``nbagent.events.StopReason``: who stopped it,
+    ``"user_after_step"``, ``"max_steps"``, ``"error"``, or the budget that tripped for a
+    ``"limit"`` end); ``None`` for a success. ``nbagent.events.stop_text`` gives its words."""
     parent_run_id: str | None = None
     """The run whose tool started this one."""
     continues_run_id: str | None = None

@@ -99,7 +99,7 @@ def test_stop_all_interrupts_every_live_run_and_skips_the_queued_tasks():
     assert handle.status == "stopped"
 
 
-def test_stop_after_current_lets_the_live_runs_finish_and_starts_no_more():
+def test_stop_after_step_lets_the_live_runs_finish_and_starts_no_more():
     gate = threading.Event()
 
     @nbagent.tool
@@ -113,7 +113,7 @@ def test_stop_after_current_lets_the_live_runs_finish_and_starts_no_more():
 
     handle = batch(make, [f"task {i}" for i in range(9)], concurrency=3)
     wait_until(lambda: len(handle.running()) == 3)
-    handle.interrupt("after_current")
+    handle.interrupt("after_step")
     gate.set()
     frame = handle.wait(timeout=30)
     assert frame["status"].value_counts().to_dict() == {"skipped": 6, "success": 3}

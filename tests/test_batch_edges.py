@@ -81,7 +81,7 @@ def test_task_columns_named_like_the_batchs_own_are_kept_with_a_suffix():
     assert unscored["score"].tolist() == [0.9, 0.1]  # no scorer: the task's own column as it was
 
 
-@pytest.mark.parametrize("mode", ["now", "after_current"])
+@pytest.mark.parametrize("mode", ["now", "after_step"])
 def test_a_stop_while_factories_build_agents_skips_their_tasks(mode):
     entered: list[int] = []
     release = threading.Event()

@@ -286,7 +286,7 @@ def test_a_named_batch_repr_has_single_spaces():
 # -- a run's stop vocabulary ----------------------------------------------------------------------
 
 
-def test_a_batch_takes_after_step_as_a_run_does_and_after_current_still_works():
+def test_a_batch_takes_after_step_as_a_run_does_and_after_current_still_works_with_a_warning():
     for mode in ("after_step", "after_current"):
         handle = batch(
             lambda: nbagent.Agent(ScriptedModel(["word " * 400], tokens_per_s=200, first_token_s=0.0)),
@@ -295,9 +295,13 @@ def test_a_batch_takes_after_step_as_a_run_does_and_after_current_still_works():
             display=False,
         )
         wait_until(lambda h=handle: len(h.running()) == 2)
-        assert handle.interrupt(mode)
-        assert handle.status == "stopping"
+        if mode == "after_current":
+            with pytest.warns(DeprecationWarning, match='interrupt\\("after_step"\\)'):
+                assert handle.interrupt(mode)
+        else:
+            assert handle.interrupt(mode)
+        assert handle.status == "stopping" and handle.stop_mode == "after_step"
         frame = handle.wait(timeout=30)
         assert frame["status"].tolist() == ["success", "success", "skipped", "skipped"], mode
-    with pytest.raises(ValueError, match="'now', 'after_step' or 'after_current'"):
+    with pytest.raises(ValueError, match="'now' or 'after_step'"):
         handle.interrupt("later")

@@ -11,6 +11,7 @@ from conftest import fast_model, wait_until
 
 import nbagent
 from nbagent.models import ToolCall
+from nbagent.runtime.source import Source
 from nbagent.view.terminal_approvals import TerminalApprovals
 
 RELEASE = threading.Event()
@@ -99,7 +100,7 @@ def test_calls_that_share_an_id_are_told_apart():
 
 
 def test_approve_is_refused_for_an_agent_that_cannot_hold_its_calls():
-    class Elsewhere:
+    class Elsewhere(Source):
         name = "elsewhere"
         model_name = "m"
 
@@ -112,7 +113,7 @@ def test_approve_is_refused_for_an_agent_that_cannot_hold_its_calls():
 
 
 def test_a_source_can_name_the_model_a_run_option_chooses():
-    class Switchable:
+    class Switchable(Source):
         name = "switchable"
         model_name = "cheap"
 

@@ -11,9 +11,10 @@ from conftest import wait_until
 
 import nbagent
 from nbagent.context import RunContext
+from nbagent.runtime.source import Source
 
 
-class GatedSource:
+class GatedSource(Source):
     """A source whose runs end when their gate opens; records the order runs started driving."""
 
     name = "gated"

@@ -80,6 +80,7 @@ from nbagent.adapters.langgraph_threads import pending_calls, prepare_thread, re
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
 from nbagent.runtime.identity_map import IdentityMap
+from nbagent.runtime.source import Source
 from nbagent.text import safe_text, shorten
 
 __all__ = ["LangGraphSource", "is_langgraph_graph", "records_from_langgraph"]
@@ -115,7 +116,7 @@ def _thread_of(config: Any) -> Any:
     return configurable.get("thread_id") if isinstance(configurable, dict) else None
 
 
-class LangGraphSource:
+class LangGraphSource(Source):
     """An nbagent source for a compiled LangGraph graph; ``nbagent.start`` makes one per run."""
 
     takes_turns = False
@@ -137,6 +138,12 @@ class LangGraphSource:
     @property
     def model_name(self) -> str:
         return _model_name(self.graph)
+
+    def approvals_refusal(self) -> str:
+        return (
+            "approve= is not supported for LangGraph graphs: call interrupt() in a node (or use "
+            "HumanInTheLoopMiddleware), and nbagent shows the question for an answer"
+        )
 
     def __repr__(self) -> str:
         return f"LangGraphSource({self.name})"

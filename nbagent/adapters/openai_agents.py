@@ -88,6 +88,7 @@ from nbagent.adapters.openai_agents_stream import (
 )
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.runtime.source import Source
 
 __all__ = [
     "ABANDONED_ERROR",
@@ -126,7 +127,7 @@ def _declare_run_keywords(cls: type) -> None:
     drive.__signature__ = inspect.Signature([*head, *extra])
 
 
-class OpenAIAgentsSource:
+class OpenAIAgentsSource(Source):
     """An nbagent source for an OpenAI Agents SDK agent; ``nbagent.start`` makes one for you."""
 
     takes_turns = False
@@ -166,6 +167,12 @@ class OpenAIAgentsSource:
         raise TypeError(
             "an OpenAI Agents SDK task is a str, a list of input items or a RunState, "
             f"not {type(task).__name__}"
+        )
+
+    def approvals_refusal(self) -> str:
+        return (
+            "approve= is not supported for OpenAI Agents SDK agents: give the tool "
+            "needs_approval=True, and nbagent shows its calls for a decision"
         )
 
     def __repr__(self) -> str:

@@ -77,6 +77,7 @@ from nbagent.adapters.pydantic_ai_records import (
 from nbagent.adapters.pydantic_ai_steps import Steps
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.runtime.source import Source
 
 __all__ = ["PydanticAISource", "is_pydantic_ai_agent", "records_from_pydantic_ai"]
 
@@ -104,7 +105,7 @@ def _drive_signature() -> inspect.Signature:
     return inspect.Signature(head + options)
 
 
-class PydanticAISource:
+class PydanticAISource(Source):
     """An nbagent source for a pydantic-ai agent; ``nbagent.start`` makes one for you."""
 
     takes_turns = False

@@ -72,6 +72,7 @@ from nbagent.adapters.smolagents_worker import (
 from nbagent.config import settings
 from nbagent.context import RunContext
 from nbagent.errors import AgentError
+from nbagent.runtime.source import Source
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
 
@@ -101,7 +102,7 @@ def wait_idle(agent: Any, timeout: float | None = None) -> bool:
     return True
 
 
-class SmolagentsSource:
+class SmolagentsSource(Source):
     """An nbagent source for a smolagents agent; ``nbagent.start`` makes one for you.
 
     Args:

@@ -29,8 +29,9 @@ A Stop is not an error: its run has ``status == "interrupted"``, a ``stop_reason
 ``runs_frame`` columns:
     run_id, task, agent, model; status (success / interrupted / error / max_steps / limit,
     ``running`` for a live snapshot, ``unfinished`` when read from a store whose writer died);
-    stop_reason (user / user_after_step / parent / keyboard / max_steps / error, or the tripped
-    limit such as max_cost_usd; ``<NA>`` for a success); started_at, ended_at, duration_s (from
+    stop_reason (an ``nbagent.events.StopReason``: user / user_after_step / keyboard / parent /
+    max_steps / error..., or the tripped limit such as max_cost_usd; ``<NA>`` for a success;
+    ``nbagent.events.stop_text`` gives its words); started_at, ended_at, duration_s (from
     the real start); queued_s (seconds spent waiting for an earlier run of the same agent);
     wait_s (seconds tool calls waited for approval); n_steps; input_tokens, output_tokens, total_tokens (sums
     of the known counts, ``<NA>`` when no step's usage is known); usage_complete (every step's

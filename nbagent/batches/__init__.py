@@ -79,7 +79,7 @@ def batch(
     """Run ``make_agent()``'s agents over ``tasks`` in the background; return the ``Batch`` at once.
 
     ``frame = await batch`` waits without blocking the kernel (■ Interrupt stops the batch);
-    ``batch.interrupt()`` is Stop all, ``batch.interrupt("after_current")`` (or ``"after_step"``)
+    ``batch.interrupt()`` is Stop all, ``batch.interrupt("after_step")``
     lets the live runs finish and starts no more.
 
     Args:

@@ -14,7 +14,7 @@ the remote worker's); the scheduler skips every task not started in one pass, an
 agent was being built ends ``"skipped"`` without a run (or, if its factory has not returned a
 grace later, ``"interrupted"``, abandoned). Who wins a race: the mark is set before the live runs
 are walked, and a task checks it after its run is launched, so each run is interrupted by one
-side or the other. ``interrupt("after_current")`` (or ``"after_step"``, a run's name for it) only
+side or the other. ``interrupt("after_step")`` (a batch's step is a task) only
 sets the mark: live runs finish.
 
 Waiting is a run's (``nbagent.runtime.waiting``): ``batch.wait()`` turns Ctrl-C into a Stop,
@@ -41,19 +41,20 @@ import contextlib
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Generator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from nbagent import events as ev
 from nbagent.batches.guards import AgentClaims, claim_name, release_name
 from nbagent.batches.resume import batch_metadata, batch_tags
 from nbagent.batches.scheduler import Scheduler, refresh
 from nbagent.batches.state import (
-    STOP_MODES,
+    OLD_AFTER_STEP,
     Backend,
     BatchStoppedByKeyboard,
     Progress,
-    StopMode,
     TaskRun,
     TaskState,
     takes_row,
@@ -62,6 +63,7 @@ from nbagent.batches.tasks import TaskItem
 from nbagent.batches.threads import original
 from nbagent.errors import describe, error_kind
 from nbagent.records import RunRecord
+from nbagent.runtime.cancel import InterruptMode
 from nbagent.runtime.loop import runner_loop
 from nbagent.runtime.script_exit import install as install_script_exit
 from nbagent.runtime.waiting import WaitEnds, wait_async, wait_blocking
@@ -104,8 +106,8 @@ class Batch:
         self._by_key = {state.item.key: state for state in self.tasks}
         self.error: str | None = None
         """Set when the batch itself failed (its backend could not start)."""
-        self._stop: StopMode | None = None
-        self._stop_reason = "user"
+        self._stop: InterruptMode | None = None
+        self._stop_reason: ev.Stopper = "user"
         self._lock = threading.Lock()
         self.views: list[Any] = []
         """What ``add_view`` added: refreshed on the loop while the batch runs, and at its end."""
@@ -171,23 +173,31 @@ class Batch:
         return self._stop is not None
 
     @property
-    def stop_mode(self) -> StopMode | None:
-        """``None`` until a Stop; then ``"now"`` or ``"after_current"``."""
+    def stop_mode(self) -> InterruptMode | None:
+        """``None`` until a Stop; then ``"now"`` or ``"after_step"``."""
         return self._stop
 
     @property
-    def stop_reason(self) -> str:
+    def stop_reason(self) -> ev.Stopper:
         """The ``reason`` of the Stop (``"user"`` until one): an interrupted run's ``stop_reason``."""
         return self._stop_reason
 
-    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: ev.Stopper = "user") -> bool:
         """Stop the batch: ``"now"`` interrupts every live run and skips the tasks not started;
-        ``"after_current"`` (or ``"after_step"``, as for a run) lets the live runs finish and
-        starts no more. ``reason`` becomes the interrupted runs' ``stop_reason``. True if the
-        batch was still running. Idempotent; any thread (a Stop click arrives on the kernel's)."""
-        if mode not in STOP_MODES:
-            raise ValueError(f"mode must be 'now', 'after_step' or 'after_current', not {mode!r}")
-        stop = STOP_MODES[mode]
+        ``"after_step"`` (a batch's step is a task) lets the live runs finish and starts no more.
+        ``reason`` becomes the interrupted runs' ``stop_reason``. True if the batch was still
+        running. Idempotent; any thread (a Stop click arrives on the kernel's)."""
+        if mode == OLD_AFTER_STEP:
+            warnings.warn(
+                'batch.interrupt("after_current") is now batch.interrupt("after_step"), as for a run '
+                "(the old spelling goes in the next release)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            mode = "after_step"
+        if mode not in ("now", "after_step"):
+            raise ValueError(f"mode must be 'now' or 'after_step', not {mode!r}")
+        stop: InterruptMode = mode
         with self._lock:
             if self.completion.done() or self._stop == "now" or self._stop == stop:
                 return False

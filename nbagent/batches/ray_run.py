@@ -21,6 +21,7 @@ from nbagent.extras import install_hint
 from nbagent.guardrails.approvals import PendingApproval
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord
+from nbagent.runtime.cancel import InterruptMode
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
@@ -87,7 +88,7 @@ class RemoteRun:
     def worker_pid(self) -> int | None:
         return None if self.worker is None else self.worker.pid
 
-    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: ev.Stopper = "user") -> bool:
         """Ask the worker to stop the run (a task not given to a worker yet is not started).
         Any thread; idempotent."""
         if self._ended:
@@ -187,10 +188,8 @@ class RemoteRun:
             record = await self._failed("the task could not run in its worker", exc)
         finally:
             if self._store_sink is not None and record is not None:
-                drained = getattr(self._store_sink, "drained", None)
-                if drained is not None:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait({asyncio.wrap_future(drained())}, timeout=5.0)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait({asyncio.wrap_future(self._store_sink.drained())}, timeout=5.0)
             self._ended = True
             self._pending.clear()
             if not self.result.done():

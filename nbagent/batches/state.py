@@ -20,15 +20,12 @@ from nbagent.records import RunRecord
 
 if TYPE_CHECKING:
     from nbagent.batches.handle import Batch
+    from nbagent.events import Stopper
+    from nbagent.runtime.cancel import InterruptMode
 
-StopMode = Literal["now", "after_current"]
-STOP_MODES: dict[str, StopMode] = {
-    "now": "now",
-    "after_current": "after_current",
-    "after_step": "after_current",
-}
-"""The modes ``Batch.interrupt`` takes: a run's own (``"now"``, ``"after_step"``) and
-``"after_current"``, which ``"after_step"`` is another name for (a batch's step is a task)."""
+OLD_AFTER_STEP = "after_current"
+"""What ``Batch.interrupt`` called "after step" before it took a run's own modes: still accepted,
+with a ``DeprecationWarning``."""
 Phase = Literal["queued", "starting", "running", "ended", "skipped", "reused"]
 PHASES: tuple[Phase, ...] = ("queued", "starting", "running", "ended", "skipped", "reused")
 UNFINISHED = frozenset({"interrupted", "limit", "unfinished"})
@@ -53,7 +50,7 @@ class TaskRun(Protocol):
 
     run_id: str
 
-    def interrupt(self, mode: str = "now", *, reason: str = "user") -> bool: ...
+    def interrupt(self, mode: InterruptMode = "now", *, reason: Stopper = "user") -> bool: ...
 
     def live_record(self) -> RunRecord:
         """The record being built (on the runner's loop only, between events)."""

@@ -12,7 +12,7 @@ ones are counted apart and leave their share of the bar empty, so a batch stoppe
 its tasks skipped never looks complete. The bar's green is successes only.
 
 Buttons do one thread-safe thing each: ``batch.interrupt("now")``, ``batch.interrupt(
-"after_current")``, or naming the task to open; the next refresh shows that task's run in the
+"after_step")``, or naming the task to open; the next refresh shows that task's run in the
 run view's static form (``nbagent.view.html.record_html``), live while it runs.
 """
 
@@ -230,7 +230,7 @@ class BatchTable:
         self.rows = widgets.HTML("")
         self.opened = widgets.HTML("")
         self.stop_button.on_click(lambda _: batch.interrupt("now"))
-        self.after_button.on_click(lambda _: batch.interrupt("after_current"))
+        self.after_button.on_click(lambda _: batch.interrupt("after_step"))
         self.open_button.on_click(lambda _: self.open(self.open_text.value))
         controls = widgets.HBox([self.stop_button, self.after_button, self.open_text, self.open_button])
         self.widget = widgets.VBox([self.head, controls, self.rows, self.opened])

@@ -29,7 +29,6 @@ from nbagent import events as ev
 
 TIMED_OUT = "timed out"
 STOPPED_AFTER_STEP = "the run was stopped after this step"
-_POLL_S = 0.05
 DENIED_PREFIX = "the user denied this call"
 
 
@@ -156,6 +155,7 @@ class Approvals:
         runs. A Stop after step denies a call still undecided, so the step can end."""
         with self._lock:
             pending = self._pending[call_id]
+        stop = asyncio.ensure_future(ctx.scope.after_step_requested())
         try:
             while not pending._future.done():
                 left = None
@@ -164,13 +164,13 @@ class Approvals:
                     if left <= 0:
                         self.decide(call_id, "timed_out", TIMED_OUT)
                         break
-                if ctx.scope.stop_after_step:
+                if stop.done():
                     self.decide(call_id, "denied", STOPPED_AFTER_STEP)
                     break
-                # Stop after step is a flag, not an awaitable: look at it a few times a second.
-                await asyncio.wait({pending._future}, timeout=_POLL_S if left is None else min(left, _POLL_S))
+                await asyncio.wait({pending._future, stop}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             return await pending._future
         finally:
+            stop.cancel()
             with self._lock:
                 self._pending.pop(call_id, None)
 

@@ -38,6 +38,7 @@ from nbagent.otel.spans import (
     tool_start,
 )
 from nbagent.recorder import Recorder
+from nbagent.runtime.source import Sink
 
 logger = logging.getLogger("nbagent")
 
@@ -55,7 +56,7 @@ class _LiveRun:
     failed: bool = False
 
 
-class OTelSink:
+class OTelSink(Sink):
     """Emits each run it sees as OpenTelemetry spans, live.
 
     Args:

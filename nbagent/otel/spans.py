@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from nbagent import events as ev
 from nbagent.errors import scrub_secrets
 from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 from nbagent.text import safe_text, shorten
@@ -205,7 +206,7 @@ def run_attributes(record: RunRecord, content: bool) -> tuple[dict[str, Any], st
         message = record.error or str(record.status)
         if record.status == "interrupted":
             attributes["nbagent.interrupted"] = True
-            message = f"interrupted ({record.stop_reason or 'stop'})"
+            message = f"interrupted ({ev.stop_text(record.stop_reason) if record.stop_reason else 'stop'})"
         error = status_text(attributes, message, content)
     return attributes, error
 

@@ -4,7 +4,8 @@ Design. A run is one asyncio task on the runner's private loop. ``interrupt("now
 task with ``loop.call_soon_threadsafe(task.cancel)``, so every ``await`` in the agent (a streaming
 model call, an async tool, the wait on a sync tool's thread) is a cancellation point and the run
 stops within one loop iteration, not at the end of the in-flight call. ``interrupt("after_step")``
-only raises a flag that sources check between steps.
+only raises a flag that sources check between steps; a wait that must end at the request awaits
+``after_step_requested()`` beside its own work.
 
 Who wins a race. The runner calls ``close()`` when the source has finished. ``interrupt`` and
 ``close`` take the same lock: an interrupt accepted before ``close`` (it returned True) always ends
@@ -12,7 +13,7 @@ the run ``"interrupted"``, even if the source finished its last step in the mean
 interrupt after ``close`` is a no-op that returns False. So ``interrupt("now") is True`` means
 exactly "this run ends interrupted".
 
-Children. A run started inside a tool of another run (``nbagent.run`` in a sync tool, ``arun`` in
+Children. A run started inside a tool of another run (``nbagent.run`` in a sync tool, ``await start`` in
 an async one) finds its parent's scope in the ``current_scope`` context variable and is adopted:
 an interrupt("now") of the parent interrupts every live child with the reason ``"parent"``, and a
 child adopted after its parent was interrupted is interrupted at once. A closed child leaves its
@@ -33,6 +34,7 @@ import threading
 import time
 from typing import Any, Literal
 
+from nbagent import events as ev
 from nbagent.errors import AgentInterrupted
 from nbagent.runtime.lost_cancels import TaskTree, mark_run_task
 
@@ -49,6 +51,8 @@ class CancelScope:
         self._lock = threading.RLock()
         self._now = threading.Event()
         self._after_step = threading.Event()
+        # Invariant: a waiter is here only while neither flag is set (setting one wakes them all).
+        self._step_waiters: list[asyncio.Future[None]] = []
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[object] | None = None
@@ -58,10 +62,10 @@ class CancelScope:
         """The tasks started inside the run (loop thread only)."""
         self.requested_at: float | None = None
         """``time.perf_counter()`` when the first accepted interrupt arrived."""
-        self.now_reason: str | None = None
+        self.now_reason: ev.Stopper | ev.LimitName | None = None
         """Who asked for the interrupt("now") that was accepted: ``"user"``, ``"parent"``..."""
-        self.after_step_reason: str | None = None
-        self.limit: str | None = None
+        self.after_step_reason: ev.Stopper | ev.LimitName | None = None
+        self.limit: ev.LimitName | str | None = None
         """The budget that stopped the run (``Limits`` field name), when one did."""
         self.limit_message: str | None = None
 
@@ -74,7 +78,7 @@ class CancelScope:
             if self._now.is_set():
                 self._cancel()
 
-    def interrupt(self, mode: InterruptMode = "now", reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", reason: ev.Stopper | ev.LimitName = "user") -> bool:
         """Ask the run to stop; True if the run was still live. Idempotent; any thread.
 
         ``"now"`` returning True guarantees the run ends ``"interrupted"``. ``"after_step"`` stops
@@ -93,11 +97,13 @@ class CancelScope:
                 if self.after_step_reason is None:
                     self.after_step_reason = reason
                 self._after_step.set()
+                self._wake_step_waiters()
                 return True
             if self._now.is_set():
                 return True
             self.now_reason = reason
             self._now.set()
+            self._wake_step_waiters()
             loop, task = self._loop, self._task
             children = list(self._children)
         for child in children:  # first, so a child learns why before its awaiting tool is cancelled
@@ -107,6 +113,30 @@ class CancelScope:
                 loop.call_soon_threadsafe(self._cancel)
         return True
 
+    def _wake_step_waiters(self) -> None:
+        """Wake every ``after_step_requested`` await, on its own loop (under the lock)."""
+        for waiter in self._step_waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody awaits it any more
+                waiter.get_loop().call_soon_threadsafe(_resolve, waiter)
+        self._step_waiters.clear()
+
+    async def after_step_requested(self) -> None:
+        """Return once the run should stop at its next step boundary (``stop_after_step``: either
+        mode was asked for). What a source or a wait inside a run awaits beside its own work,
+        instead of looking at the flag a few times a second; an interrupt from any thread wakes it
+        within one loop iteration."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self.stop_after_step:
+                return
+            self._step_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            with self._lock:
+                if waiter in self._step_waiters:
+                    self._step_waiters.remove(waiter)
+
     def _cancel(self) -> None:
         """Cancel the run's task (on the loop thread) and watch for a cancel lost on the way."""
         task = self._task
@@ -114,14 +144,14 @@ class CancelScope:
             task.cancel()
             self.tasks.stopped(task)
 
-    def trip(self, limit: str, message: str, mode: InterruptMode = "now") -> bool:
+    def trip(self, limit: ev.LimitName | str, message: str, mode: InterruptMode = "now") -> bool:
         """Stop the run because the budget ``limit`` was crossed: the run ends ``"limit"``, unless
         a Stop was accepted first (then it stays the user's). Idempotent; any thread."""
         with self._lock:
             if self._closed or self._now.is_set() or self.limit is not None:
                 return False
             self.limit, self.limit_message = limit, message
-            return self.interrupt(mode, reason=limit)
+            return self.interrupt(mode, reason=limit)  # type: ignore[arg-type]
 
     def adopt(self, child: CancelScope) -> None:
         """Make ``child`` (the scope of a run started inside this run) stop when this one does."""
@@ -149,14 +179,14 @@ class CancelScope:
         return self._closed
 
     @property
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> ev.StopReason | str | None:
         """The ``stop_reason`` of an interrupted run: the reason of the accepted interrupt."""
         if self.limit is not None:
             return self.limit
         if self._now.is_set():
             return self.now_reason
-        if self._after_step.is_set():
-            return f"{self.after_step_reason}_after_step"
+        if self._after_step.is_set() and self.after_step_reason is not None:
+            return ev.after_step(self.after_step_reason)
         return None
 
     @property
@@ -177,6 +207,11 @@ class CancelScope:
         """Raise ``AgentInterrupted`` if the run was interrupted: for long sync tools to call."""
         if self._now.is_set():
             raise AgentInterrupted("the run was interrupted")
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 current_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar(

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -41,10 +41,9 @@ from nbagent.runtime.run_setup import (
     check_tags,
     cost_of,
     last_run_of,
-    model_params,
     remember_run_of,
 )
-from nbagent.runtime.source import Sink, Source, native_source
+from nbagent.runtime.source import Sink, Source, as_sink, native_source
 from nbagent.runtime.waiting import wait_async, wait_blocking
 from nbagent.text import shorten
 
@@ -68,7 +67,7 @@ class Run:
         task: str,
         *,
         source: Source | None = None,
-        sinks: Iterable[Sink] = (),
+        sinks: Iterable[Sink | Callable[[ev.RunEvent], Any]] = (),
         reset: bool = True,
         tags: Iterable[str] = (),
         metadata: dict[str, Any] | None = None,
@@ -81,12 +80,9 @@ class Run:
         self.source = source if source is not None else native_source(agent)
         """What drives the run: the agent itself when native, else its framework's adapter
         (``nbagent.start`` picks it; the runtime knows no framework)."""
-        task_text = getattr(self.source, "task_text", None)
-        if task_text is None and not isinstance(task, str):
-            raise TypeError(f"task must be a str, not {type(task).__name__}")
         self.task_input = task
         """The task as given, for the source (a str unless the source's ``task_text`` takes more)."""
-        self.task = task if task_text is None else task_text(task)
+        self.task = self.source.task_text(task)
         """The task as text, for the record and the views."""
         self.reset = reset
         self.tags = tuple(check_tags(tags))
@@ -98,15 +94,10 @@ class Run:
             raise TypeError(f"limits must be nbagent.Limits(...), not {type(limits).__name__}")
         self.limits = limits if limits else None
         # The model this run will use (a run option may choose another than the agent's own).
-        model_name_for = getattr(self.source, "model_name_for", None)
-        self.model_name = model_name_for(self.options) if model_name_for else self.source.model_name
+        self.model_name = self.source.model_name_for(self.options)
         rates = check_priced(self.limits, self.model_name)  # refuses an unpriced cost limit now
-        if approve not in (None, False) and not getattr(self.source, "supports_approvals", False):
-            raise TypeError(
-                f"approve= is not supported for {type(agent).__name__} agents: nbagent can hold the "
-                "tool calls of nbagent.Agent and smolagents agents only (pydantic-ai has "
-                "requires_approval, the OpenAI Agents SDK needs_approval)"
-            )
+        if approve not in (None, False) and not self.source.supports_approvals:
+            raise TypeError(self.source.approvals_refusal())
         self.approvals = Approvals(approve, approval_timeout_s)
         """The run's pending approvals (``pending_approvals``, ``approve``, ``deny``)."""
         self.run_id = uuid.uuid4().hex[:16]
@@ -116,7 +107,7 @@ class Run:
         """The scope of the run whose tool starts this one: adopted by it when this run starts."""
         self.parent_run_id = self._parent.run_id if self._parent is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._owner = getattr(self.source, "agent", agent)
+        self._owner = self.source.agent
         """Whose runs this one takes turns with and continues: the user's agent, also when a
         source object wrapping it was passed."""
         memory_of = getattr(self.source, "memory_of", None)
@@ -129,7 +120,7 @@ class Run:
         self.keyboard_pressed = False
         """Set by the SIGINT handler of an ``await`` of this run (``nbagent.runtime.interrupts``)."""
         self._recorder = Recorder()
-        self._sinks: list[Sink] = list(sinks)
+        self._sinks: list[Sink] = [as_sink(sink) for sink in sinks]
         self._failed_sinks: set[int] = set()
         self.sink_errors: list[str] = []
         """One line per sink that raised (each sink is reported once)."""
@@ -149,13 +140,13 @@ class Run:
         """The run's event consumers (views, a store's writer, exporters), in fan-out order."""
         return tuple(self._sinks)
 
-    def add_sink(self, sink: Sink) -> None:
+    def add_sink(self, sink: Sink | Callable[[ev.RunEvent], Any]) -> None:
         """Add an event consumer. Only before the run starts, so a sink sees every event."""
         if self._started:
             raise RuntimeError("add sinks before the run starts (pass sinks= to start())")
-        self._sinks.append(sink)
+        self._sinks.append(as_sink(sink))
 
-    def interrupt(self, mode: InterruptMode = "now", *, reason: str = "user") -> bool:
+    def interrupt(self, mode: InterruptMode = "now", *, reason: ev.Stopper = "user") -> bool:
         """Stop the run: ``"now"`` cancels the in-flight model call and tool; ``"after_step"`` lets
         the current step finish. True if the run was still live. Idempotent; any thread.
         ``reason`` becomes the record's ``stop_reason``."""
@@ -305,14 +296,14 @@ class Run:
             0,
             time.perf_counter(),
             self.task,
-            getattr(self.source, "name", type(self.agent).__name__),
+            self.source.name,
             self.model_name,
             datetime.now(timezone.utc),
             parent_run_id=self.parent_run_id,
             continues_run_id=self.continues_run_id,
             tags=self.tags,
             metadata=self.metadata,
-            model_params=model_params(self.source),
+            model_params=self.source.model_params(),
         )
         self._recorder.apply(started)
         remember_run_of(self._owner, self.run_id)
@@ -355,11 +346,13 @@ class Run:
             self.scope.bind(task)
             if self._watcher is not None:
                 self._watcher.start()
-            takes_turns = getattr(self.source, "takes_turns", True)
-            turn_key = getattr(self.source, "turn_key", None)  # state kept per key (a LangGraph thread)
-            key = turn_key(self.options, self.reset) if turn_key is not None else None
+            key = self.source.turn_key(self.options, self.reset)  # state kept per key (a LangGraph thread)
             async with turns.turn(
-                self._owner, ctx, takes_turns=takes_turns, continues=self.continues_run_id, key=key
+                self._owner,
+                ctx,
+                takes_turns=self.source.takes_turns,
+                continues=self.continues_run_id,
+                key=key,
             ) as place:
                 ctx.turn = place
                 output = await self.source.drive(self.task_input, ctx, self.reset, **self.options)
@@ -462,9 +455,7 @@ class Run:
         writer thread, so a returned record is also a stored one. Bounded: a stuck database
         delays the record by at most ``SINK_DRAIN_TIMEOUT_S``."""
         pending = [
-            asyncio.wrap_future(drained())
-            for sink in self._sinks
-            if (drained := getattr(sink, "drained", None)) is not None
+            asyncio.wrap_future(drained) for sink in self._sinks if (drained := sink.drained()) is not None
         ]
         if pending:
             await asyncio.wait(pending, timeout=SINK_DRAIN_TIMEOUT_S)

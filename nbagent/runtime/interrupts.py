@@ -52,25 +52,14 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nbagent.runtime.handle import Run
-
-
-class Blockable(Protocol):
-    """A sink that shows controls a blocking wait makes unclickable (the live view's Stop
-    buttons): it is told when such a wait starts and ends. The runtime knows sinks only by
-    this interface, never by their view class."""
-
-    def block(self) -> bool:
-        """Hold the controls; True if it did (then ``unblock`` follows)."""
-        ...
-
-    def unblock(self) -> None: ...
+    from nbagent.runtime.source import Sink
 
 
 class BlockingWaitWarning(UserWarning):
@@ -269,13 +258,13 @@ def sigint_stops(run: Run) -> Iterator[KeyboardFlag]:
             _unregister(entry)
 
 
-def _held_views(run: Run) -> list[Blockable]:
-    """The sinks of ``run`` that a blocking wait on this thread may make unclickable: in a kernel,
-    clicks reach only an idle main thread (each view knows whether it is in one)."""
+def _held_views(run: Run, sinks: Iterable[Sink]) -> list[Sink]:
+    """The ``sinks`` of ``run`` that a blocking wait on this thread makes unclickable
+    (``Sink.block`` says whether it held anything): in a kernel, clicks reach only an idle main
+    thread (each view knows whether it is in one)."""
     if threading.current_thread() is not threading.main_thread() or run.done():
         return []
-    sinks = getattr(run, "sinks", ())
-    return [s for s in sinks if callable(getattr(s, "block", None)) and callable(getattr(s, "unblock", None))]
+    return [sink for sink in sinks if sink.block()]
 
 
 _OURS = ("nbagent", "contextlib")
@@ -297,12 +286,13 @@ def _warn_once() -> None:
 
 
 @contextlib.contextmanager
-def blocking_wait(run: Run) -> Iterator[None]:
+def blocking_wait(run: Run, sinks: Iterable[Sink] | None = None) -> Iterator[None]:
     """Around a blocking wait for ``run``: on a kernel's main thread, its live views disable their
     Stop buttons and say why until the wait ends, and a warning says so once per process. Clicks
     cannot reach a kernel whose main thread blocks; Jupyter's ■ Interrupt can, and the wait turns
-    it into an interrupt of the run. Elsewhere it does nothing."""
-    views = [view for view in _held_views(run) if view.block()]
+    it into an interrupt of the run. Elsewhere it does nothing. ``sinks``: the views to hold
+    (default ``run.sinks``; a batch, whose rows are not sinks, holds none)."""
+    views = _held_views(run, run.sinks if sinks is None else sinks)
     if views:
         _warn_once()
     try:

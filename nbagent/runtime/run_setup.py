@@ -1,5 +1,5 @@
 """What a ``Run`` checks and looks up as it is built: its options, tags, the run it continues,
-its model's settings, and its price at the end (kept apart from ``nbagent.runtime.handle`` so each
+and its price at the end (kept apart from ``nbagent.runtime.handle`` so each
 reads in one sitting)."""
 
 from __future__ import annotations
@@ -59,13 +59,6 @@ def last_run_of(agent: Any) -> str | None:
 def remember_run_of(agent: Any, run_id: str) -> None:
     with _last_runs_lock, contextlib.suppress(TypeError):  # an agent that cannot be weakly referenced
         _last_runs.set(agent, run_id)
-
-
-def model_params(source: Any) -> dict[str, Any]:
-    """The request settings of the source's model, when it exposes them (``params``)."""
-    model = getattr(source, "model", None)
-    params = getattr(model, "params", None)
-    return dict(params) if isinstance(params, dict) else {}
 
 
 def cost_of(record: RunRecord) -> float | None:

@@ -43,10 +43,6 @@ from typing import Any
 from nbagent.errors import AgentInterrupted
 from nbagent.runtime.identity_map import IdentityMap
 
-TURN_POLL_S = 0.05
-"""How often a queued run looks for an ``interrupt("after_step")`` while it waits for its turn."""
-
-
 MEMORY = 256
 """How many ended runs of one agent a line remembers (their end and kept history): a run can
 only continue the agent's latest run, so a few are plenty even with many runs in flight."""
@@ -128,9 +124,14 @@ def _line_of(agent: Any, loop: asyncio.AbstractEventLoop) -> _Line | None:
 
 
 async def _wait_for(before: asyncio.Future[None], ctx: Any) -> None:
-    while not (await asyncio.wait({before}, timeout=TURN_POLL_S))[0]:
-        if ctx.scope.stop_after_step:
-            raise AgentInterrupted("stopped before its turn came")
+    """Wait for ``before`` to end; a "Stop after step" ends the wait (a queued run has no step)."""
+    stop = asyncio.ensure_future(ctx.scope.after_step_requested())
+    try:
+        await asyncio.wait({before, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not before.done():
+        raise AgentInterrupted("stopped before its turn came")
 
 
 def _pass_on(mine: asyncio.Future[None], before: asyncio.Future[None] | None) -> None:

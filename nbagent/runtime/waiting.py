@@ -25,7 +25,10 @@ from nbagent.runtime.interrupts import blocking_wait, sigint_stops
 from nbagent.runtime.loop import LoopThread
 
 if TYPE_CHECKING:
+    from nbagent.events import Stopper
+    from nbagent.runtime.cancel import InterruptMode
     from nbagent.runtime.handle import Run
+    from nbagent.runtime.source import Sink
 
 CANCELLED_AWAIT_GRACE_S = 5.0
 """When an ``await run`` is cancelled, how long it waits for the interrupted record before the
@@ -41,7 +44,7 @@ class Waitable(Protocol):
 
     def done(self) -> bool: ...
 
-    def interrupt(self, mode: Any = "now", *, reason: str = "user") -> bool: ...
+    def interrupt(self, mode: InterruptMode = "now", *, reason: Stopper = "user") -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class WaitEnds:
     """What the wait returns, from the value of the handle's future."""
     stopped: Callable[[Any], BaseException]
     """What the wait raises, from that value, when the keyboard stopped the handle."""
+    views: tuple[Sink, ...] = ()
+    """The sinks a blocking wait holds (``Sink.block``): a run's views; a batch has none."""
 
 
 def run_ends(run: Run) -> WaitEnds:
@@ -67,6 +72,7 @@ def run_ends(run: Run) -> WaitEnds:
         still_stopping=f"run {run.run_id} is still stopping; its record will be in nbagent.history",
         result=_same,
         stopped=StoppedByKeyboard,
+        views=run.sinks,
     )
 
 
@@ -81,7 +87,7 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
         raise RuntimeError(f"wait() on the runner's own thread would deadlock: {ends.instead}")
     deadline = None if timeout is None else time.monotonic() + timeout
     pressed = False
-    with blocking_wait(run):
+    with blocking_wait(run, ends.views):
         while True:
             try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
                 try:

@@ -267,9 +267,11 @@ def head_html(
     stopping: str | None = None,
     queued_after: str | None = None,
     notice_html: str | None = None,
+    why: str | None = None,
 ) -> str:
     """The title line: agent, model, status badge, elapsed time, then a pending stop and a notice
-    (such as why the Stop buttons are disabled), if any. A ``"queued"`` run has no clock yet.
+    (such as why the Stop buttons are disabled), if any; ``why`` a stopped run stopped
+    (``nbagent.events.why_stopped``). A ``"queued"`` run has no clock yet.
     ``notice_html`` is HTML nbagent wrote (any text in it passed through ``esc``)."""
     if elapsed_s is None or status == "queued":
         clock = ""
@@ -284,6 +286,8 @@ def head_html(
     ]
     if stopping:
         parts.append(f' <span class="nbagent-warn">· {esc(stopping)}</span>')
+    if why:
+        parts.append(f' <span class="nbagent-dim">· {esc(why)}</span>')
     if notice_html:
         parts.append(f' <span class="nbagent-warn nbagent-notice">· {notice_html}</span>')
     return "".join(parts)
@@ -355,7 +359,12 @@ def record_html(record: RunRecord, *, style: bool = True) -> str:
     # A step's bar may not end past the run's: the last step can close a hair after the run's clock.
     total = max([record.duration_s or 0.0, *(s.end_s or s.start_s for s in record.steps)])
     head = head_html(
-        record.agent, record.model, _status(record), record.duration_s, queued_after=record.queued_after
+        record.agent,
+        record.model,
+        _status(record),
+        record.duration_s,
+        queued_after=record.queued_after,
+        why=ev.why_stopped(record.status, record.stop_reason),
     )
     body: Iterable[str] = (step_html(step) for step in record.steps)
     return (

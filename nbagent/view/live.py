@@ -45,6 +45,7 @@ import ipywidgets as widgets
 
 from nbagent import events as ev
 from nbagent.records import RunRecord
+from nbagent.runtime.source import Sink
 from nbagent.text import shorten
 from nbagent.view.display import note_shown
 from nbagent.view.format import esc
@@ -101,7 +102,7 @@ class _Panel:
     widget: widgets.HTML | None = None
 
 
-class LiveView:
+class LiveView(Sink):
     """The widget view of one run, and the sink that keeps it current.
 
     Build it before the run starts and add it with ``run.add_sink(view)``; ``display()`` shows it.
@@ -301,6 +302,7 @@ class LiveView:
         elapsed_s: float | None,
         stopping: str | None = None,
         queued_after: str | None = None,
+        why: str | None = None,
     ) -> str:
         bar_scale = f"<style>.nbagent-run-{self.run.run_id}{{{total_style(elapsed_s)}}}</style>"
         notice = BLOCKING_NOTICE_HTML if self._blocked and status in ("running", "queued") else None
@@ -312,6 +314,7 @@ class LiveView:
             stopping=stopping,
             queued_after=queued_after,
             notice_html=notice,
+            why=why,
         )
         return bar_scale + head
 
@@ -359,7 +362,8 @@ class LiveView:
             )
         else:
             live = record
-            self._set(self.head, self._head_value(str(record.status), record.duration_s))
+            why = ev.why_stopped(record.status, record.stop_reason)
+            self._set(self.head, self._head_value(str(record.status), record.duration_s, why=why))
             if self.run.limits is not None:
                 tripped = record.stop_reason if record.status == "limit" else None
                 self._set(self.meters, meters_html(self.run.limits_used(), tripped))

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from nbagent import events as ev
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord, StepRecord
+from nbagent.runtime.source import Sink
 from nbagent.secrets import StreamScrub, scrub
 from nbagent.text import safe_text, shorten, terminal_safe
 
@@ -42,13 +43,6 @@ CODE_WIDTH = 240
 TEXT_GUTTER = "  │ "
 
 KIND_LABELS = {"planning": "planning", "final": "final answer"}
-STOP_REASONS = {
-    "user": "stopped by the user",
-    "user_after_step": "stopped after a step",
-    "parent": "stopped with its parent run",
-    "keyboard": "stopped by Ctrl-C",
-    "shutdown": "stopped as its kernel or process shut down",
-}
 _COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
 _STATUS_COLORS = {"success": "green", "interrupted": "yellow", "max_steps": "yellow", "limit": "yellow"}
 
@@ -107,11 +101,9 @@ def summary_line(record: RunRecord) -> str:
         parts.append(f"queued {_seconds(record.queued_s)}")
     if record.wait_s > 0:
         parts.append(f"waited {_seconds(record.wait_s)} for approvals")
-    if record.status == "limit" and record.stop_reason:
-        parts.append(f"budget {_one_line(record.stop_reason, 40)} reached")
-    if record.status == "interrupted" and record.stop_reason:
-        reason = STOP_REASONS.get(record.stop_reason, f"stop reason: {record.stop_reason}")
-        parts.append(_one_line(reason, 80))
+    why = ev.why_stopped(record.status, record.stop_reason)
+    if why is not None:
+        parts.append(_one_line(why, 80))
     return " · ".join(parts)
 
 
@@ -254,7 +246,7 @@ class _Shown:
         return next((s for s in record.steps if s.number == number), None)
 
 
-class TextView:
+class TextView(Sink):
     """A sink that prints each step of a run as it happens (tokens included).
 
     Args:

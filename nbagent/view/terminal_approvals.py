@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
+from nbagent.runtime.source import Sink
 from nbagent.text import observation, terminal_safe
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def _interactive() -> bool:
         return False
 
 
-class TerminalApprovals:
+class TerminalApprovals(Sink):
     """Asks the person at the terminal to approve each pending call of ``run``, one at a time.
 
     The questions of every run go through one asker thread for the whole process: a terminal has

@@ -65,7 +65,6 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from nbagent import events as ev
 from nbagent.analytics.store.commits import WriteQueue
 from nbagent.analytics.store.file import (
     CleaningConnection,
@@ -262,7 +261,7 @@ class RunStore:
             wrap = CleaningConnection if clean else (lambda conn: conn)
             retrying(self._conn, lambda conn: work(wrap(conn)), begin="BEGIN IMMEDIATE")
 
-    def sink(self) -> Callable[[ev.RunEvent], None]:
+    def sink(self) -> RunWriter:
         """A sink for one run: pass it to ``start(sinks=[...])``, or just ``start(store=store)``.
         ``ReadOnlyStoreError`` for a read-only store, so the run is refused before it starts."""
         self._refuse_writes()

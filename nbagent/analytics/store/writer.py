@@ -34,6 +34,7 @@ from nbagent.analytics.store.schema import (
 )
 from nbagent.recorder import Recorder
 from nbagent.records import RunRecord, StepRecord
+from nbagent.runtime.source import Sink
 
 if TYPE_CHECKING:
     import sqlite3
@@ -52,7 +53,7 @@ TEXT_INTERVAL_S = 0.5
 _TEXT_COLUMN = list(STEP_COLUMNS).index("model_output")
 
 
-class RunWriter:
+class RunWriter(Sink):
     """The sink of one run: folds its events and queues the rows that changed.
 
     Called on the runner's loop thread, in event order: it folds the event and notes which rows

@@ -1,0 +1,185 @@
+"""The source contract (``nbagent.runtime.source``, docs/adapters.md), held against every source.
+
+Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
+Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget; after
+each end state a ``reset=False`` run continues the same agent; every record keeps the same
+invariants. A source that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
+so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any, get_args
+
+import pytest
+from conftest import wait_until
+from contract_harnesses import HARNESSES, Harness, Reply
+
+import nbagent
+from nbagent import events as ev
+from nbagent.adapters import as_source
+from nbagent.records import RunRecord
+from nbagent.runtime.source import Source
+
+GAPS: dict[tuple[str, str], str] = {
+    ("test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step", "smolagents"): (
+        "smolagents: a Stop after step asked for while a tool runs lets the next step (its final "
+        "answer) run, and the run ends success"
+    ),
+    ("test_a_step_budget_ends_the_run_limit_max_steps", "smolagents"): (
+        "smolagents: Limits(max_steps=2) lets a third step (the final answer) run; the run ends success"
+    ),
+    ("test_a_step_budget_ends_the_run_limit_max_steps", "openai-agents"): (
+        "Agents SDK: Limits(max_steps=2) lets a third turn run; the run ends success"
+    ),
+    ("test_a_tool_that_raises_is_a_failed_call_and_the_run_ends_as_its_framework_says", "openai-agents"): (
+        "Agents SDK: a raising tool's failure reaches nbagent as the SDK's failure text, recorded as "
+        "an ok call with that text as its result"
+    ),
+}
+"""(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
+
+HOOKS = (
+    "name", "agent", "model_name", "model_name_for", "model_params", "task_text", "takes_turns",
+    "turn_key", "supports_approvals", "approvals_refusal", "drive",
+)  # fmt: skip
+"""Every hook of ``Source``: a source declares each (most by inheriting the default)."""
+
+
+@pytest.fixture(params=HARNESSES, ids=lambda cls: cls.framework)
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    made = request.param()
+    if not made.available():
+        pytest.skip(f"the {made.framework} source needs {', '.join(made.requires)} installed")
+    gap = GAPS.get((request.node.originalname, made.framework))
+    if gap is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=gap))
+    yield made
+    made.close()
+
+
+def script(*replies: Reply) -> list[Reply]:
+    """The scenario's replies, then answers for the runs that continue it."""
+    return [*replies, *[Reply("continued and done")] * 4]
+
+
+def holds_invariants(record: RunRecord) -> None:
+    """What every finished record of every source says, whatever the end state."""
+    assert record.done and record.status in get_args(ev.RunStatus)
+    assert (record.stop_reason is None) == (record.status == "success"), record.stop_reason
+    if record.stop_reason is not None:
+        assert ev.stop_text(record.stop_reason)
+    if record.status in ("success", "interrupted"):
+        assert record.error is None, record.error
+    if record.status == "interrupted":
+        assert record.stop_reason in ("user", "user_after_step")
+    if record.status == "limit":
+        assert record.stop_reason in get_args(ev.LimitName) and record.error_type == "LimitExceeded"
+    assert [s.number for s in record.steps] == list(range(1, len(record.steps) + 1))
+    assert all(s.end_s is not None for s in record.steps), "a step left open"
+    calls = [c for s in record.steps for c in s.tool_calls]
+    assert all(c.status is not None for c in calls), "a tool call left without an end"
+    assert len({c.call_id for c in calls}) == len(calls)
+
+
+def continues(agent: Any, before: RunRecord) -> RunRecord:
+    """A ``reset=False`` run after ``before`` ends as the model says, and names the run it continues."""
+    record = nbagent.run(agent, "go on", reset=False, display=False)
+    holds_invariants(record)
+    assert (record.status, record.continues_run_id) == ("success", before.run_id), record.error
+    assert record.output
+    return record
+
+
+def calls_named(run: nbagent.Run, tool: str) -> list[Any]:
+    return [c for s in run.record.steps for c in s.tool_calls if c.tool == tool]
+
+
+def test_the_source_declares_every_hook(harness):
+    agent = harness.make(script())
+    source = as_source(agent)
+    assert isinstance(source, Source)
+    for hook in HOOKS:
+        assert hasattr(source, hook), hook
+    assert inspect.iscoroutinefunction(source.drive)
+    assert source.agent is agent
+    assert isinstance(source.name, str) and isinstance(source.model_name, str)
+    assert source.model_name_for({}) == source.model_name
+    assert isinstance(source.model_params(), dict)
+    assert source.task_text("a task") == "a task"
+    assert isinstance(source.takes_turns, bool) and isinstance(source.supports_approvals, bool)
+    if not source.supports_approvals:
+        assert "approve=" in source.approvals_refusal()
+
+
+def test_stop_now_mid_stream_ends_interrupted_with_the_streamed_words_kept(harness):
+    agent = harness.make(script(Reply("Thinking about it", hold=True)))
+    run = nbagent.start(agent, "think", display=False)
+    wait_until(lambda: run.record.steps and "Thinking" in run.live_text(run.record.steps[-1].number))
+    assert run.interrupt()
+    record = run.wait(timeout=30)
+    harness.close()
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("interrupted", "user")
+    assert record.steps[-1].interrupted and "Thinking" in record.steps[-1].model_output
+    continues(agent, record)
+
+
+def test_stop_now_mid_tool_ends_interrupted_with_the_call_cut(harness):
+    agent = harness.make(script(Reply("Let me wait.", call=("wait", {}))))
+    run = nbagent.start(agent, "wait", display=False)
+    wait_until(lambda: calls_named(run, "wait"))
+    assert run.interrupt()
+    record = run.wait(timeout=30)
+    harness.close()
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("interrupted", "user")
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "wait"]
+    assert call.status in ("cancelled", "abandoned")
+    continues(agent, record)
+
+
+def test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step(harness):
+    agent = harness.make(script(Reply("Let me wait.", call=("wait", {}))))
+    run = nbagent.start(agent, "wait", display=False)
+    wait_until(lambda: calls_named(run, "wait"))
+    assert run.interrupt("after_step")
+    harness.gate.set()
+    record = run.wait(timeout=30)
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("interrupted", "user_after_step"), [
+        (s.number, s.kind, [c.tool for c in s.tool_calls], s.model_output) for s in record.steps
+    ]
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "wait"]
+    assert (call.status, call.result) == ("ok", "opened")
+    assert not any("continued" in s.model_output for s in record.steps)
+    continues(agent, record)
+
+
+def test_a_tool_that_raises_is_a_failed_call_and_the_run_ends_as_its_framework_says(harness):
+    """A framework that shows the model the failure goes on; one that raises ends ``"error"``."""
+    agent = harness.make(script(Reply("Trying.", call=("boom", {})), Reply("It failed, so: recovered")))
+    record = nbagent.run(agent, "try", display=False)
+    holds_invariants(record)
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "boom"]
+    assert call.status == "error" and "boom" in (call.error or ""), (call.status, call.result)
+    if record.status == "error":
+        assert "boom" in (record.error or "")
+    else:
+        assert record.status == "success" and "recovered" in str(record.output)
+    continues(agent, record)
+
+
+def test_a_step_budget_ends_the_run_limit_max_steps(harness):
+    adding = Reply("Adding.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(adding, adding))
+    record = nbagent.run(agent, "add forever", display=False, limits=nbagent.Limits(max_steps=2))
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("limit", "max_steps"), [
+        (s.number, s.kind, [c.tool for c in s.tool_calls], s.model_output) for s in record.steps
+    ]
+    assert len(record.steps) == 2
+    assert [str(c.result) for s in record.steps for c in s.tool_calls] == ["3", "3"]
+    continues(agent, record)
