@@ -16,6 +16,7 @@ from conftest import fast_model
 import nbagent
 from nbagent import Limits
 from nbagent.analytics import cost
+from nbagent.extras import install_hint
 from nbagent.models import ScriptedModel
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "analysis.ipynb"
@@ -50,6 +51,7 @@ def test_a_cost_limit_says_what_was_spent_and_the_budget_in_the_same_dollars(no_
     assert re.fullmatch(r"limit max_cost_usd reached: \$0\.1\d{3} of a \$0\.1000 budget", record.error)
 
 
+@pytest.mark.needs("cost")
 def test_an_unpriced_model_under_a_cost_limit_hints_at_the_cost_extra_only_when_it_is_missing(monkeypatch):
     model = fast_model(["hi"], name="a-model-no-price-library-knows")
     with pytest.raises(ValueError) as installed:
@@ -61,7 +63,8 @@ def test_an_unpriced_model_under_a_cost_limit_hints_at_the_cost_extra_only_when_
     model = fast_model(["hi"], name="another-model-no-price-library-knows")
     with pytest.raises(ValueError) as missing:
         nbagent.start(nbagent.Agent(model), "task", limits=Limits(max_cost_usd=1.0), display=False)
-    assert f"install the cost extra, whose price library may know it: {cost.EXTRA_HINT}" in str(missing.value)
+    hint = f"install the cost extra, whose price library may know it: {install_hint('cost')}"
+    assert hint in str(missing.value)
 
 
 def cell_value(source: str, namespace: dict) -> object:
@@ -72,6 +75,7 @@ def cell_value(source: str, namespace: dict) -> object:
     return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
 
 
+@pytest.mark.needs("notebook")  # the notebook styles its table: jinja2, which JupyterLab brings
 def test_the_analysis_notebooks_cost_table_shows_fractions_of_a_cent_as_they_are(no_prices, capsys):
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     [source] = ["".join(c["source"]) for c in cells if "cost.set_price(" in "".join(c["source"])]
