@@ -26,7 +26,7 @@ class Adapter:
     framework: str
     """Its name in messages: ``"the OpenAI Agents SDK"``."""
     extra: str
-    """The nbagent extra that installs it (``pip install 'nbagent-jupyter[<extra>]'``)."""
+    """The nbagent extra that installs it (named by ``nbagent.extras.install_hint``)."""
     packages: tuple[str, ...]
     """The top-level packages its agents' classes come from (``"agents"`` for the SDK)."""
     detects: str
