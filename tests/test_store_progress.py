@@ -97,3 +97,24 @@ def test_concurrent_runs_share_commits_and_lose_nothing(tmp_path):
         assert record.status == "success"
         assert [s.number for s in stored[record.run_id].steps] == list(range(1, 11))
         assert [c.result for c in stored[record.run_id].tool_calls] == list(range(1, 10))
+
+
+def test_the_commit_points_of_a_runs_quick_steps_share_jobs_and_lose_nothing(tmp_path):
+    """A commit point joins the run's job still waiting for the writer, and the writer takes jobs
+    at most every GROUP_WINDOW_S while they keep coming: quick steps share jobs, rather than
+    costing a job per commit point (each with its rows built and written)."""
+    store = RunStore(tmp_path / "runs.db")
+    steps = 30
+    turns = [[ToolCall("add", {"a": i, "b": 1})] for i in range(steps - 1)] + ["done"]
+    runs = [
+        nbagent.start(nbagent.Agent(fast_model(list(turns)), tools=[add], max_steps=steps), f"run {n}",
+                      store=store, display=False)
+        for n in range(40)
+    ]  # fmt: skip
+    records = [run.wait(timeout=60) for run in runs]
+    store.flush()
+    commit_points = len(runs) * (1 + steps + (steps - 1) + steps + 1)  # run start, steps, calls, run end
+    assert store._queue.jobs <= commit_points / 2
+    stored = {r.run_id: r for r in store.records()}
+    for record in records:
+        assert [c.result for c in stored[record.run_id].tool_calls] == list(range(1, steps))

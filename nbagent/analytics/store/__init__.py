@@ -6,8 +6,10 @@ one place that decides what a run looked like) and marks each row as it changes,
 commit at every point where the run may then wait or end: the run's start, its wait for its
 agent and the end of that wait, a step's start and finish, a tool call's start, the run's end (a
 call's result rides with the next commit, which follows at once). So a ``kill -9`` keeps every
-finished step, and even shows the step and the tool call the process died in, with the text the
-model had streamed in it (written every ``TEXT_INTERVAL_S``, half a second, while it streams).
+step finished before the last moment (the writer commits what it is given within 50 ms and a
+transaction; a returned record's rows are all committed), and even shows the step and the tool
+call the process died in, with the text the model had streamed in it (written every
+``TEXT_INTERVAL_S``, half a second, while it streams).
 Usage is folded in memory and lands with its step.
 
 Durability: the database is in WAL mode with ``synchronous=NORMAL``, which keeps every commit
@@ -18,10 +20,11 @@ The sink only folds events and queues commit points: the rows are built and writ
 a thread of the store's own ("nbagent-store", started when there is something to write and gone
 when there is not), so a slow or locked database never holds up the runner's loop, and with it
 every run and every Stop. Commits are grouped: whatever the runs sharing the store queued while
-the thread was writing goes in its next transaction, each row once (``commits.WriteQueue``), so a
-hundred runs share commits instead of queueing one each. The runner waits (without blocking its
-loop, and for a bounded time) until a run's rows are written before it hands back the record,
-so a returned record is a stored one.
+the thread was writing goes in its next transaction, begun at most every ``GROUP_WINDOW_S``
+(50 ms) while work keeps coming, each row once (``commits.WriteQueue``): a hundred runs share
+commits instead of queueing one each, and a run's commit points meanwhile share one job. The
+runner waits (without blocking its loop, and for a bounded time) until a run's rows are written
+before it hands back the record, so a returned record is a stored one.
 
 Several kernels may write one store at once: each write is a short ``BEGIN IMMEDIATE``
 transaction, SQLite's busy timeout queues the writers, and a write that still fails is retried;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -84,6 +85,9 @@ class RowsJob:
         return self.rows
 
 
+GROUP_WINDOW_S = 0.05
+"""While rows keep coming, the writer begins a transaction at most this often (``WriteQueue``)."""
+
 GROUP_LIMIT = 2000
 """At most this many runs' commit points share one transaction (a bound on how long one holds the
 database's write lock)."""
@@ -95,30 +99,37 @@ class WriteQueue:
     ``put`` may be called from any thread. ``drained()`` is a future that completes when the
     queue is empty (at once if it is), for the runner to await and ``flush`` to wait on.
 
-    Group commit: rows queued by many runs while the thread was busy are written together, in
-    one transaction, as soon as the previous one committed. A commit costs far more than a row
-    (a WAL frame per touched page and a lock round trip), so a hundred runs writing at once share
-    commits instead of queueing one per event, and no row waits longer than one transaction: no
-    timer holds rows back. If a group fails, each run's rows are retried on their own, so one
-    run's failure (and its recovery by rewriting the whole run) stays that run's.
+    Group commit: rows queued by many runs are written together, in one transaction. A commit
+    costs far more than a row (a WAL frame per touched page, a lock round trip, the statements'
+    set-up), so a hundred runs writing at once share commits instead of queueing one per event.
+    A thread that finds work the moment it starts writes it at once; while work keeps coming, it
+    begins a transaction at most every ``GROUP_WINDOW_S``, so the commit points of a run's quick
+    steps meet in one job (``RunWriter``), each row built and written once. No row waits longer
+    than that and one transaction, and nothing waits when a run or ``flush`` waits for the rows.
+    If a group fails, each run's rows are retried on their own, so one run's failure (and its
+    recovery by rewriting the whole run) stays that run's.
     """
 
     def __init__(self, write: Callable[[Callable[[Any], Any]], None] | None = None) -> None:
-        self._jobs: deque[Callable[[], None] | RowsJob] = deque()
+        self._jobs: deque[Callable[[], None] | RowsJob | Future[None]] = deque()
         self._lock = threading.Lock()
         self._busy = False
         self._waiters: list[Future[None]] = []
+        self._hurry = threading.Event()
+        """Set when someone waits for the queued rows: the next transaction begins at once."""
         self._write = write
         self.commits = 0
         """Transactions of rows written so far (for tests and benchmarks)."""
         self.jobs = 0
         """Commit points of runs queued so far: ``jobs / commits`` is how many share one."""
 
-    def put(self, job: Callable[[], None] | RowsJob) -> None:
+    def put(self, job: Callable[[], None] | RowsJob | Future[None]) -> None:
         with self._lock:
             self._jobs.append(job)
             if type(job) is RowsJob:
                 self.jobs += 1
+            else:
+                self._hurry.set()
             if self._busy:
                 return
             self._busy = True
@@ -129,7 +140,7 @@ class WriteQueue:
         other runs, are not waited for): what one run awaits for its own rows."""
         done: Future[None] = Future()
         done.set_running_or_notify_cancel()
-        self.put(lambda: done.set_result(None))
+        self.put(done)
         return done
 
     def drained(self) -> Future[None]:
@@ -137,12 +148,16 @@ class WriteQueue:
         with self._lock:
             if self._busy:
                 self._waiters.append(done)
+                self._hurry.set()
                 return done
         done.set_result(None)
         return done
 
     def _serve(self) -> None:
+        began: float | None = None
         while True:
+            if began is not None:
+                self._hurry.wait(began + GROUP_WINDOW_S - time.monotonic())
             with self._lock:
                 if not self._jobs:
                     self._busy = False
@@ -150,30 +165,47 @@ class WriteQueue:
                     break
                 jobs = list(self._jobs)
                 self._jobs.clear()
+                self._hurry.clear()
+            began = time.monotonic()
             group: list[RowsJob] = []
+            # Runs waiting for their rows: told once the group holding the jobs queued before
+            # them is written, so a hundred runs ending at once share one transaction.
+            passed: list[Future[None]] = []
             for job in jobs:
-                if isinstance(job, RowsJob):
+                if type(job) is RowsJob:
                     if job.sink._behind:  # written on its own, with the rows that failed before
-                        self._write_group(group)
+                        self._write_group(group, passed)
                         group = []
-                        self._write_group([job])
+                        self._write_group([job], passed)
                         continue
                     group.append(job)
                     if len(group) >= GROUP_LIMIT:
-                        self._write_group(group)
+                        self._write_group(group, passed)
                         group = []
                     continue
-                self._write_group(group)
+                if type(job) is Future:
+                    passed.append(job)
+                    continue
+                self._write_group(group, passed)
                 group = []
                 try:
-                    job()
+                    job()  # type: ignore[operator]
                 except Exception:  # a job reports its own failures; this only keeps the queue going
                     logger.exception("nbagent: a store write failed")
-            self._write_group(group)
+            self._write_group(group, passed)
         for waiter in waiters:
             waiter.set_result(None)
 
-    def _write_group(self, group: list[RowsJob]) -> None:
+    def _write_group(self, group: list[RowsJob], passed: list[Future[None]]) -> None:
+        """Write ``group``, then complete (and forget) the ``passed`` futures queued before it."""
+        try:
+            self._write_rows(group)
+        finally:
+            for done in passed:
+                done.set_result(None)
+            passed.clear()
+
+    def _write_rows(self, group: list[RowsJob]) -> None:
         if not group:
             return
         if len(group) > 1 and self._write is not None:

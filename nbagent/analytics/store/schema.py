@@ -226,7 +226,8 @@ def iso(at: datetime | None) -> str | None:
     """One fixed UTC format, so text order is time order (a naive time is taken as UTC)."""
     if at is None:
         return None
-    at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+    if at.tzinfo is not timezone.utc:  # a record's times are UTC already: no copy for them
+        at = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
     return at.isoformat(timespec="microseconds")
 
 

@@ -84,6 +84,8 @@ class RunWriter(Sink):
         """Held while an event is folded in and while the writer builds rows from the record."""
         self._dirty: set[tuple[int, ...]] = set()
         """Rows changed since the writer last took them: () the run, (step,), (step, seq)."""
+        self._waiting: RowsJob | None = None
+        """The job queued last, until the writer takes its rows: commit points meanwhile join it."""
         self._open_steps: set[int] = set()
         self._open_calls: set[tuple[int, int]] = set()
         self._text_steps: set[int] = set()
@@ -105,28 +107,40 @@ class RunWriter(Sink):
         with self._lock:
             self._recorder.apply(event)
             if kind is ev.TextDelta:
-                changed: list[tuple[int, ...]] = []
-            elif kind is ev.Usage or kind is ev.Retrying:
+                self._text_changed(event.step)
+                return
+            if kind is ev.Usage or kind is ev.Retrying:
                 return  # folded in memory; written with the step
-            else:
-                changed = self._changed(event)
-                self._dirty.update(changed)
-        if kind is ev.TextDelta:
-            self._text_changed(event.step)
-            return
-        if kind is ev.RunStarted:
-            self._run_id = event.run_id
-            with live_lock:
-                live_run_ids.add(event.run_id)
-        if kind is ev.ToolCallFinished:
-            return  # rides with the next commit point, which follows at once
-        last = kind is ev.RunFinished
-        if not (changed or self._behind or last):
-            return
-        if last:
-            self._ended = True
+            changed = self._changed(event)
+            self._dirty.update(changed)
+            if kind is ev.RunStarted:
+                self._run_id = event.run_id
+                with live_lock:
+                    live_run_ids.add(event.run_id)
+            if kind is ev.ToolCallFinished:
+                return  # rides with the next commit point, which follows at once
+            last = kind is ev.RunFinished
+            if not (changed or self._behind or last):
+                return
+            if last:
+                self._ended = True
+            job = self._job_to_queue(last)
+        if job is not None:
+            self._queue(job)
+
+    def _job_to_queue(self, last: bool) -> RowsJob | None:
+        """Under the lock: a new job for this commit point, or ``None`` when the job queued last
+        has not been taken yet (its rows are built when it is, so it writes these too)."""
+        job = self._waiting
+        if job is not None:
+            job.last = job.last or last
+            return None
+        job = self._waiting = RowsJob(self, last)
+        return job
+
+    def _queue(self, job: RowsJob) -> None:
         self._store._writes_queued(self._record.run_id, 1)
-        self._store._queue.put(RowsJob(self, last))
+        self._store._queue.put(job)
 
     def _text_changed(self, step: int) -> None:
         """A step's text grew: write the step as it stands within ``TEXT_INTERVAL_S``, so a
@@ -150,17 +164,20 @@ class RunWriter(Sink):
         if self._ended:
             return  # the end writes it
         with self._lock:
-            self._dirty.update((n,) for n in steps)
-        if self._behind:
-            return  # the next commit point writes it, with the rows of the write that failed
-        self._store._writes_queued(self._record.run_id, 1)
-        self._store._queue.put(RowsJob(self, False))
+            # A step that finished meanwhile was written with its finish: only open ones change.
+            self._dirty.update((n,) for n in steps & self._open_steps)
+            if self._behind:
+                return  # the next commit point writes it, with the rows of the write that failed
+            job = self._job_to_queue(False)
+        if job is not None:
+            self._queue(job)
 
     def _take_rows(self) -> tuple[set[tuple[int, ...]], list[Row]]:
         """On the writer thread: the keys of the rows changed since the last take, and those rows
         as they stand now."""
         with self._lock:
             keys, self._dirty = self._dirty, set()
+            self._waiting = None  # a commit point from now on queues a job of its own
             record = self._recorder.live
             if record is None or not keys:
                 return keys, []
@@ -206,7 +223,9 @@ class RunWriter(Sink):
             job.keys |= keys
             rows = job.rows = rows + more  # built later: newer, so written after
         last = job.last
-        whole = self._recorder.snapshot() if last else None  # the run has ended: it no longer changes
+        # A copy of the whole ended run (it no longer changes), taken only when it must be written
+        # again or handed to the store: a snapshot costs as much as the rows of every step.
+        whole = self._recorder.snapshot() if last and self._behind else None
 
         def write(conn: sqlite3.Connection) -> None:
             for statement, params in rows:
@@ -222,11 +241,12 @@ class RunWriter(Sink):
         try:
             for attempt in range(attempts):
                 try:
-                    self._store._write(rewrite if self._behind and whole is not None else write)
+                    self._store._write(write if whole is None else rewrite)
                 except Exception as exc:
                     if attempt + 1 == attempts or self._store.closed:
                         raise
                     self._behind = True  # the retry rewrites the whole run
+                    whole = self._recorder.snapshot()
                     logger.debug("nbagent: retrying the last write of run %s: %s", run_id, exc)
                     time.sleep(0.2 * 2**attempt)
                 else:
@@ -256,6 +276,8 @@ class RunWriter(Sink):
                     then,
                 )
             self._behind = True
+            if last and whole is None:
+                whole = self._recorder.snapshot()
             self._store._run_behind(run_id, True, whole)
             if last:
                 with live_lock:
