@@ -20,8 +20,7 @@ Where it runs, so that no copy of a run keeps a key:
 
 Cost: a text is lowered once and searched for each row's triggers (``str.__contains__``, the
 triggers that hold ``-``, ``_``, ``=`` or ``@`` only when the text does); only the rows whose
-triggers it holds run their pattern. A text with no trigger costs about a microsecond per
-kilobyte.
+triggers it holds run their pattern: 40 KB of prose cost about half a millisecond.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import base64
 import io
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -263,6 +264,19 @@ def smolagents_agent():
     return ToolCallingAgent(tools=[fetch], model=model, verbosity_level=-1)
 
 
+@pytest.fixture
+def no_sdk_tracing():
+    """The Agents SDK's own tracing off (it would try to send traces at exit)."""
+    try:
+        from agents import set_tracing_disabled
+    except ImportError:
+        yield
+        return
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
+
 @pytest.mark.needs("otel")
 @pytest.mark.parametrize(
     "make",
@@ -274,7 +288,7 @@ def smolagents_agent():
         pytest.param(smolagents_agent, id="smolagents", marks=pytest.mark.needs("smolagents")),
     ],
 )
-def test_a_tool_error_echoing_a_key_is_in_no_copy_of_the_run(make, tmp_path, spans):
+def test_a_tool_error_echoing_a_key_is_in_no_copy_of_the_run(make, tmp_path, spans, no_sdk_tracing):
     record, everything = run_everywhere(make(), tmp_path, spans)
     assert record.status in ("success", "error"), record.error
     assert "the gateway refused key ***" in everything  # the error is there, scrubbed
@@ -494,3 +508,31 @@ def test_the_terminal_view_prints_a_streamed_key_scrubbed():
         assert not any(head in out.getvalue() for head in _heads(text))
     view(ev.StepFinished("r1", 1, 2.0))
     assert "Authorization: Bearer ***" in out.getvalue() and "next line" in out.getvalue()
+
+
+@dataclass
+class Reply:
+    """A tool's result that is no JSON: its text is its ``repr``."""
+
+    status: str
+    detail: str
+
+
+def test_an_object_a_tool_returns_is_stored_and_shown_without_the_key_its_repr_holds(tmp_path, spans):
+    pytest.importorskip("opentelemetry.sdk")
+
+    @nbagent.tool
+    def fetch(url: str) -> Reply:
+        """Fetch a URL."""
+        return Reply("refused", f"the gateway refused key {KEY}")
+
+    turns = [[ToolCall("fetch", {"url": "https://example.invalid/x"})], "could not fetch"]
+    agent = nbagent.Agent(ScriptedModel(turns, tokens_per_s=1e9, first_token_s=0.0), tools=[fetch])
+    from nbagent.otel import OTelSink
+
+    store = RunStore(tmp_path / "runs.db")
+    sink = OTelSink(spans.provider, content=True)
+    record = nbagent.run(agent, "fetch it", store=store, sinks=[sink], display=False)
+    assert isinstance(record.tool_calls[0].result, Reply)  # the record keeps the tool's own object
+    written = written_copies(record, store, tmp_path, spans)
+    assert "the gateway refused key ***" in written and KEY not in written

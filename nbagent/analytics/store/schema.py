@@ -175,8 +175,16 @@ def select_list(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -
 
 # -- values ---------------------------------------------------------------------------------------
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=safe_text)
-"""One encoder for every value; a part it cannot encode becomes its ``safe_text``."""
+
+def _text_of(value: Any) -> str:
+    """A part of a value JSON cannot hold (a pydantic model, a dataclass...) as its text, scrubbed
+    of credentials: the strings of a run's values were scrubbed as its events were made, but an
+    object's ``repr`` is made only here."""
+    return scrub(safe_text(value))
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_text_of)
+"""One encoder for every value; a part it cannot encode becomes its text (``_text_of``)."""
 
 
 def _plain(value: Any, ancestors: frozenset[int] = frozenset()) -> Any:
@@ -191,7 +199,7 @@ def _plain(value: Any, ancestors: frozenset[int] = frozenset()) -> Any:
             return safe_text(value)
         return value
     if not isinstance(value, (dict, list, tuple)) or id(value) in ancestors or len(ancestors) > 64:
-        return safe_text(value)  # a cycle shows as [...], as in its repr
+        return _text_of(value)  # a cycle shows as [...], as in its repr
     inner = ancestors | {id(value)}
     if isinstance(value, dict):
         return {(k if isinstance(k, str) else safe_text(k)): _plain(v, inner) for k, v in list(value.items())}
@@ -209,7 +217,7 @@ def to_json(value: Any) -> str | None:
     try:
         return clean(_ENCODER.encode(_plain(value)))
     except Exception:
-        return clean(_ENCODER.encode(safe_text(value)))
+        return clean(_ENCODER.encode(_text_of(value)))
 
 
 def from_json(text: Any) -> Any:
