@@ -518,9 +518,8 @@ class Reply:
     detail: str
 
 
+@pytest.mark.needs("otel")
 def test_an_object_a_tool_returns_is_stored_and_shown_without_the_key_its_repr_holds(tmp_path, spans):
-    pytest.importorskip("opentelemetry.sdk")
-
     @nbagent.tool
     def fetch(url: str) -> Reply:
         """Fetch a URL."""
