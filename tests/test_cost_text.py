@@ -1,5 +1,6 @@
-"""How costs read: in dollars that never read as zero, a cost limit's message in one money format,
-its install hint only when the cost extra is missing, and the analysis notebook's cost table."""
+"""How costs read: in dollars that never read as zero (a batch's progress too), a cost limit's
+message in one money format, its install hint only when the cost extra is missing, and the
+analysis notebook's cost table."""
 
 from __future__ import annotations
 
@@ -41,6 +42,15 @@ def test_dollars_show_four_decimals_and_never_round_a_cost_to_zero():
         value = 3.14159 * 10**-exponent
         text = cost.dollars(value)
         assert float(text[1:]) == pytest.approx(value, rel=0.02), text
+
+
+def test_a_batchs_progress_shows_a_cost_of_a_fraction_of_a_cent_as_it_is():
+    from nbagent.batches.state import Progress
+    from nbagent.batches.table import head_html, progress_line
+
+    progress = Progress("evals", 3, ended={"success": 3}, input_tokens=90, cost_usd=0.000042)
+    assert "$0.000042" in progress_line(progress)
+    assert "<span>$</span>0.000042" in head_html(progress)  # its $ kept from math typesetting
 
 
 def test_a_cost_limit_says_what_was_spent_and_the_budget_in_the_same_dollars(no_prices):

@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, TextIO
 
+from nbagent.analytics.cost import dollars
 from nbagent.errors import describe
 from nbagent.text import shorten
 from nbagent.view.format import count, esc
@@ -87,7 +88,7 @@ def progress_line(p: Progress) -> str:
         parts.append(f"{p.queued} queued")
     parts.append(f"tokens {count(_total(p))}")
     if p.cost_usd is not None:
-        parts.append(f"${p.cost_usd:.4f}")
+        parts.append(dollars(p.cost_usd))
     parts.append(_seconds(p.elapsed_s))
     if p.eta_s is not None:
         parts.append(f"ETA {_seconds(p.eta_s)}")
@@ -107,7 +108,7 @@ def head_html(p: Progress) -> str:
         f"{f' · {p.reused} reused' if p.reused else ''}"
         f"{f' · {SKIP_MARK} {p.skipped} skipped' if p.skipped else ''}"
         f" · {p.running} running · {p.queued} queued<div>tokens {esc(count(_total(p)))}"
-        f"{' · ' + esc(f'${p.cost_usd:.4f}') if p.cost_usd is not None else ''}"
+        f"{' · ' + esc(dollars(p.cost_usd)) if p.cost_usd is not None else ''}"
         f" · {esc(_seconds(p.elapsed_s))}"
         f"{' · ETA ' + esc(_seconds(p.eta_s)) if p.eta_s is not None else ''}</div>"
         f'<div class="nbb-bar">{_bar(p)}</div></div>'

@@ -24,18 +24,24 @@ import threading
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Literal
 
-from nbagent.explore.query import SORTABLE, Page, RunQuery, RunSource, run_source
+from nbagent.explore.query import PAGE_COLUMNS, SORTABLE, Page, RunQuery, RunSource, run_source
 from nbagent.extras import install_hint
 
 __all__ = ["RunBrowser", "browse"]
 
 ANY = "(any)"
-_ONE_LINE = [
-    {"targets": [0, 1, 2, 3, 4, 6, 7, 8, 9, 10], "className": "dt-body-nowrap"},
-    {"targets": 5, "width": "16em"},
+_NUMBERS = ("n_steps", "duration_s", "input_tokens", "output_tokens", "cost_usd")
+_COLUMN_DEFS = [
+    {
+        "targets": [i for i, c in enumerate(PAGE_COLUMNS) if c not in _NUMBERS and c != "task"],
+        "className": "dt-body-nowrap",
+    },
+    {"targets": [PAGE_COLUMNS.index(c) for c in _NUMBERS], "className": "dt-body-nowrap dt-right"},
+    {"targets": PAGE_COLUMNS.index("task"), "width": "16em"},
 ]
-"""Every cell on one line but the task's (column 5), which wraps in a column of its own width;
-a page still wider than the output scrolls sideways (its container has a scrollbar)."""
+"""Every cell on one line but the task's, which wraps in a column of its own width; a page still
+wider than the output scrolls sideways (its container has a scrollbar). Numbers align right, also
+in a column with an unknown "?" in it (which DataTables would take for a column of text)."""
 TableKind = Literal["auto", "itables", "select"]
 
 
@@ -135,7 +141,7 @@ class RunBrowser:
                 showIndex=False,
                 classes="display compact",
                 style="width: 100%; margin: 4px 0",
-                columnDefs=_ONE_LINE,
+                columnDefs=_COLUMN_DEFS,
             )
             self.table.observe(self._on_itable_pick, names="selected_rows")
         else:
@@ -189,7 +195,7 @@ class RunBrowser:
         try:
             if self.table_kind == "itables":
                 rows = _display_rows(self.page)
-                self.table.update(rows, selected_rows=self._picked_rows(), columnDefs=_ONE_LINE)
+                self.table.update(rows, selected_rows=self._picked_rows(), columnDefs=_COLUMN_DEFS)
             else:
                 self.table.options = self._options()
                 self.table.index = tuple(self._picked_rows())
