@@ -25,7 +25,7 @@ class Adapter:
     framework: str
     """Its name in messages: ``"the OpenAI Agents SDK"``."""
     extra: str
-    """The nbagent extra that installs it (``pip install 'nbagent-jupyter[<extra>]'``)."""
+    """The name of the nbagent extra that installs the framework (``"openai-agents"``)."""
     packages: tuple[str, ...]
     """The top-level packages its agents' classes come from (``"agents"`` for the SDK)."""
     detects: str
