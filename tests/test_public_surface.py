@@ -14,7 +14,7 @@ import nbagent
 ROOT = {
     "Agent", "AgentError", "AgentInterrupted", "Batch", "LimitExceeded", "Limits", "MaxStepsReached",
     "ModelError", "NbagentError", "Run", "RunRecord", "RunStore", "StepRecord", "StoppedByKeyboard",
-    "Tool", "ToolCallRecord", "ToolError", "arun", "batch", "browse", "check_interrupt", "compare",
+    "Tool", "ToolCallRecord", "ToolError", "batch", "browse", "check_interrupt", "compare",
     "configure", "demo_agent", "history", "interrupt_all", "run", "run_batch", "show", "start", "tool",
 }  # fmt: skip
 
@@ -72,3 +72,12 @@ def test_the_new_homes_load_lazily_and_an_unknown_name_is_an_attribute_error() -
     assert result.returncode == 0, result.stderr
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         nbagent.nope  # noqa: B018
+
+
+def test_arun_still_works_and_its_warning_gives_the_one_spelling_left() -> None:
+    import asyncio
+
+    agent = nbagent.Agent(nbagent.models.ScriptedModel(["done"], first_token_s=0.0))
+    with pytest.warns(DeprecationWarning, match=r"await nbagent\.start\(agent, task\)"):
+        record = asyncio.run(nbagent.arun(agent, "go", display=False))
+    assert record.status == "success" and "arun" not in nbagent.__all__
