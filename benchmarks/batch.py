@@ -3,7 +3,7 @@ its Stop, Ray against local, and the store under a hundred concurrent runs.
 
 1. Local. 1,000 tasks of a scripted agent (3 steps of ~20 tokens at 500 tokens/s, first token after
    50 ms: the work is waiting, as on a real model) at concurrency 100, against the same runs under
-   ``asyncio.gather`` with a semaphore (``nbagent.arun``), alternated 3 times after a warm-up.
+   ``asyncio.gather`` with a semaphore (``await nbagent.start``), alternated 3 times after a warm-up.
    ``wall_ratio`` is the median of the gather's wall time over the batch's (target >= 0.9). Then the
    same batch with its live table in a real kernel (jupyter_client): the widget messages the kernel
    sends (``comm_msg``/``comm_open``) per second and their bytes (targets <= 40 msgs/s, <= 100
@@ -95,7 +95,7 @@ def gather_wall(tasks: int, concurrency: int) -> float:
 
         async def one(i: int) -> None:
             async with slots:
-                record = await nbagent.arun(waiting_agent(), f"task {i}", display=False)
+                record = await nbagent.start(waiting_agent(), f"task {i}", display=False)
                 assert record.status == "success", record.summary()
 
         await asyncio.gather(*(one(i) for i in range(tasks)))

@@ -85,7 +85,7 @@ def streaming_agent() -> nbagent.Agent:
 @nbagent.tool
 async def ask_child() -> str:
     """Awaits a child run that streams for a long time."""
-    record = await nbagent.arun(streaming_agent(), "child", display=False)
+    record = await nbagent.start(streaming_agent(), "child", display=False)
     return str(record.output)
 
 

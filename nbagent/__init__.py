@@ -10,7 +10,7 @@ Start here::
 The root holds what a notebook types; the rest lives in the package that owns it:
 
 - ``start(agent, task)`` → ``Run`` (``interrupt()``, ``record``, ``await run``); ``run(...)`` blocks;
-  ``await arun(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or an agent of
+  ``record = await start(...)``; ``interrupt_all()``. ``agent`` is an ``nbagent.Agent`` or an agent of
   smolagents, pydantic-ai, the OpenAI Agents SDK or LangGraph (``nbagent.adapters.records_from_*``
   read their plain runs).
 - ``batch(make_agent, tasks)`` → ``Batch``: many tasks, one live table, one Stop, resume from a store;
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbagent.agent import Agent
 from nbagent.analytics import history
-from nbagent.api import arun, configure, interrupt_all, run, start
+from nbagent.api import configure, interrupt_all, run, start
 from nbagent.batches import Batch, batch, run_batch
 from nbagent.demo import demo_agent
 from nbagent.errors import (
@@ -105,6 +105,10 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "arun":  # deprecated: ``nbagent.api.arun`` warns when called
+        from nbagent.api import arun
+
+        return arun
     if name in _MOVED:
         home, is_module = _MOVED[name]
         warnings.warn(
@@ -139,7 +143,6 @@ __all__ = [
     "Tool",
     "ToolCallRecord",
     "ToolError",
-    "arun",
     "batch",
     "browse",
     "check_interrupt",

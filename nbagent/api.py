@@ -1,4 +1,4 @@
-"""The public calls (``start``, ``run``, ``arun``, ``interrupt_all``, ``configure``): the thin
+"""The public calls (``start``, ``run``, ``interrupt_all``, ``configure``): the thin
 layer on top that composes the runtime, the views, the store and the adapters, as httpx's ``_api``
 sits on its client.
 
@@ -7,7 +7,8 @@ patched: the user's loop (Jupyter's, or none in a script) only ever waits on a
 ``concurrent.futures.Future``. So ``start()`` returns at once and the kernel stays idle, which is
 what lets a Stop click reach it (see docs/architecture.md); ``run()`` blocks in short slices so
 Jupyter's interrupt (``KeyboardInterrupt`` in the main thread) becomes an interrupt of the run;
-``arun()`` and ``await run`` wait without blocking the kernel, and cancelling them stops the run.
+``record = await start(...)`` waits without blocking the kernel, and cancelling it stops the run
+(``arun`` was that under another name: it still works, with a ``DeprecationWarning``).
 
 Here, and only here, an agent becomes a source (``nbagent.adapters.as_source``), a run gets its
 store's sink and its view (``nbagent.view.display``), and the script-exit behaviour is installed.
@@ -17,6 +18,7 @@ The runtime below knows none of them: it talks to sinks through the sink interfa
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -177,29 +179,16 @@ def run(
     return handle.wait()
 
 
-async def arun(
-    agent: Any,
-    task: str,
-    *,
-    reset: bool = True,
-    sinks: Iterable[Sink] = (),
-    store: Any = None,
-    display: bool | None = None,
-    tags: Iterable[str] = (),
-    metadata: dict[str, Any] | None = None,
-    limits: Limits | None = None,
-    approve: ApprovalPolicy = None,
-    approval_timeout_s: float | None = None,
-    **options: Any,
-) -> RunRecord:
-    """Run ``task`` without blocking the caller's loop (arguments as for ``start``); cancelling
-    this await interrupts the run, and so does Jupyter's ■ Interrupt while a cell awaits it."""
+async def arun(agent: Any, task: str, **keywords: Any) -> RunRecord:
+    """Deprecated: ``record = await start(agent, task, ...)`` is the same call."""
     __tracebackhide__ = True
-    return await start(
-        agent, task, reset=reset, sinks=sinks, store=store, display=display,
-        tags=tags, metadata=metadata, limits=limits, approve=approve,
-        approval_timeout_s=approval_timeout_s, **options,
-    )  # fmt: skip
+    warnings.warn(
+        "nbagent.arun(agent, task) is `await nbagent.start(agent, task)` under another name: "
+        "use that (arun goes in the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return await start(agent, task, **keywords)
 
 
 def interrupt_all(mode: InterruptMode = "now") -> int:
@@ -264,4 +253,4 @@ def configure(
     return settings
 
 
-__all__ = ["arun", "configure", "interrupt_all", "run", "start"]
+__all__ = ["configure", "interrupt_all", "run", "start"]

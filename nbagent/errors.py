@@ -1,8 +1,33 @@
 """The exceptions nbagent raises, in one hierarchy a caller can catch at the level it cares about.
 
-``AgentError`` is the base. A run handle never raises these on its own: it always produces a
-``RunRecord``; ``RunRecord.raise_for_status()`` turns a non-success record into the matching typed
-error, so code never has to tell failures apart by their message text.
+A run handle never raises these on its own: it always produces a ``RunRecord``;
+``RunRecord.raise_for_status()`` turns a non-success record into the matching typed error, so code
+never has to tell failures apart by their message text. Every exception one module raises and
+another catches sits under ``NbagentError``::
+
+    NbagentError
+    ├── AgentError                  about a run (``record`` is its record)
+    │   ├── AgentInterrupted        stopped by interrupt(), a Stop click, Jupyter's interrupt
+    │   ├── ModelError              the model call failed (``status_code``, ``retryable``)
+    │   ├── ToolError               a tool raised, timed out or got arguments it cannot take
+    │   ├── MaxStepsReached         steps used up without a final answer
+    │   └── LimitExceeded           a budget of ``Limits`` tripped
+    ├── StoreError                  a store's file (nbagent.analytics.store): NotAStoreError,
+    │                               StoreVersionError, ReadOnlyStoreError
+    ├── LeaseHeldError              a batch's name is held elsewhere (nbagent.batches)
+    ├── ThreadPausedError           a LangGraph thread waits for an interrupt()'s answer
+    ├── ToolAbandoned               a cancelled sync tool did not stop in time (nbagent.tools)
+    ├── ToolFinishedWhileStopping   a cancelled tool returned its result anyway (nbagent.tools)
+    ├── MalformedChunk              a streamed chunk that is no chat-completion chunk
+    └── RemoteFailure, NotAccepted  a Ray worker's failure, a task it never took (nbagent.batches)
+
+    KeyboardInterrupt
+    └── StoppedByKeyboard           Ctrl-C stopped what a caller waited on (raised after the record)
+
+Signals private to one module stay outside the tree: ``smolagents_stop.RunStopped`` is a
+``BaseException`` raised into a smolagents worker thread so that the user's ``except Exception``
+cannot swallow a Stop; the batch's own ``Abandoned`` and ``RaisedInThread`` never leave their
+module.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, get_args, get_origin, overload, runtime_checkable
 
-from nbagent.errors import ToolError, describe
+from nbagent.errors import NbagentError, ToolError, describe
 from nbagent.runtime.tasks import spawn_contained, stop_within
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -151,11 +151,11 @@ class Toolset(Protocol):
     async def tools(self) -> list[Tool]: ...
 
 
-class ToolAbandoned(Exception):
+class ToolAbandoned(NbagentError):
     """A cancelled sync tool did not stop within its grace period; its thread was left to finish."""
 
 
-class ToolFinishedWhileStopping(Exception):
+class ToolFinishedWhileStopping(NbagentError):
     """A cancelled tool returned within its grace period: the run stops, but the tool did its work,
     so its ``result`` is real and belongs in the record (raised instead of the cancel)."""
 

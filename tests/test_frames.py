@@ -304,7 +304,7 @@ def test_a_continued_run_and_a_child_run_name_the_runs_they_belong_to():
         Args:
             question: what to ask.
         """
-        return (await nbagent.arun(child_agent, question)).output
+        return (await nbagent.start(child_agent, question)).output
 
     parent_agent = nbagent.Agent(
         fast_model([[ToolCall("ask_child", {"question": "hi"})], "done"]), tools=[ask_child], name="parent"

@@ -232,7 +232,7 @@ def test_stopping_a_parent_stops_the_child_run_an_async_tool_awaits():
     @nbagent.tool
     async def delegate() -> str:
         """Asks a slower agent."""
-        record = await nbagent.arun(nbagent.Agent(ScriptedModel(["word " * 5000], first_token_s=0)), "q")
+        record = await nbagent.start(nbagent.Agent(ScriptedModel(["word " * 5000], first_token_s=0)), "q")
         children.append(record.run_id)
         return str(record.output)
 

@@ -240,9 +240,9 @@ def test_a_blocking_wait_warns_once_and_a_timeout_gives_the_buttons_back(kernel:
     "code",
     [
         "run = nbagent.start(talker(words=3000), 'talk')\nrecord = await run",
-        "record = await nbagent.arun(talker(words=3000), 'talk')",
+        "record = await nbagent.start(talker(words=3000), 'talk')",
     ],
-    ids=["await run", "await arun"],
+    ids=["await run", "await start"],
 )
 def test_jupyter_interrupt_during_an_await_interrupts_the_run_at_once_and_fails_the_cell(
     kernel: KernelDriver, code: str

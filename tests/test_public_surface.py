@@ -16,7 +16,7 @@ import nbagent
 ROOT = {
     "Agent", "AgentError", "AgentInterrupted", "Batch", "LimitExceeded", "Limits", "MaxStepsReached",
     "ModelError", "NbagentError", "Run", "RunRecord", "RunStore", "StepRecord", "StoppedByKeyboard",
-    "Tool", "ToolCallRecord", "ToolError", "arun", "batch", "browse", "check_interrupt", "compare",
+    "Tool", "ToolCallRecord", "ToolError", "batch", "browse", "check_interrupt", "compare",
     "configure", "demo_agent", "history", "interrupt_all", "run", "run_batch", "show", "start", "tool",
 }  # fmt: skip
 
@@ -112,3 +112,10 @@ def test_tab_completes_a_lazy_name_in_a_fresh_kernel() -> None:
         kernel.execute("import nbagent")
         matches = kernel.complete("nbagent.analytics.steps_f")
     assert "nbagent.analytics.steps_frame" in matches or "steps_frame" in matches, matches
+def test_arun_still_works_and_its_warning_gives_the_one_spelling_left() -> None:
+    import asyncio
+
+    agent = nbagent.Agent(nbagent.models.ScriptedModel(["done"], first_token_s=0.0))
+    with pytest.warns(DeprecationWarning, match=r"await nbagent\.start\(agent, task\)"):
+        record = asyncio.run(nbagent.arun(agent, "go", display=False))
+    assert record.status == "success" and "arun" not in nbagent.__all__

@@ -114,7 +114,7 @@ def test_ctrl_c_while_run_is_launching_does_not_hang(monkeypatch):
     def pressed():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(nbagent.runtime.handle, "runner_loop", pressed)
+    monkeypatch.setattr(nbagent.runtime.run_loop, "runner_loop", pressed)
     with pytest.raises(KeyboardInterrupt):
         nbagent.run(nbagent.Agent(fast_model(["never"])), "t")
 

@@ -292,9 +292,12 @@ def test_await_run_from_another_loop():
     assert asyncio.run(main()).output == "async done"
 
 
-def test_cancelling_arun_interrupts_the_run():
+def test_cancelling_an_await_of_start_interrupts_the_run():
+    async def awaited():
+        return await nbagent.start(slow_agent(["word " * 5000]), "task")
+
     async def main():
-        task = asyncio.ensure_future(nbagent.arun(slow_agent(["word " * 5000]), "task"))
+        task = asyncio.ensure_future(awaited())
         await asyncio.sleep(0)
         wait_until(lambda: nbagent.runtime.handle.live_runs())
         (run,) = nbagent.runtime.handle.live_runs()

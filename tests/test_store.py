@@ -411,7 +411,7 @@ def test_a_store_keeps_why_a_run_stopped_and_where_it_came_from(tmp_path):
         Args:
             question: what to ask.
         """
-        return (await nbagent.arun(child_agent, question, store=store, display=False)).output
+        return (await nbagent.start(child_agent, question, store=store, display=False)).output
 
     parent_agent = nbagent.Agent(
         fast([[ToolCall("ask_child", {"question": "hi"})], "done"]), tools=[ask_child]

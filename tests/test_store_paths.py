@@ -1,5 +1,5 @@
 """``store=`` takes a path (str, ``Path``, ``~``) as well as a ``RunStore``, in ``start``/``run``/
-``arun``, ``batch``/``run_batch`` and ``configure``; one ``RunStore`` per resolved path, and any
+``await start``, ``batch``/``run_batch`` and ``configure``; one ``RunStore`` per resolved path, and any
 other type is a ``TypeError`` at once, naming the type."""
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ def no_default_store():
     settings.store = before
 
 
-def test_run_start_and_arun_take_a_str_a_path_and_a_home_path(tmp_path, home):
+def test_run_start_and_await_start_take_a_str_a_path_and_a_home_path(tmp_path, home):
     as_str = nbagent.run(agent(), "a", store=str(tmp_path / "a.db"), display=False)
     as_path = nbagent.start(agent(), "b", store=tmp_path / "b.db", display=False).wait()
-    in_home = asyncio.run(nbagent.arun(agent(), "c", store="~/c.db", display=False))
+    async def awaited():
+        return await nbagent.start(agent(), "c", store="~/c.db", display=False)
+
+    in_home = asyncio.run(awaited())
     for record, name in ((as_str, "a.db"), (as_path, "b.db"), (in_home, "c.db")):
         assert record.status == "success"
         assert RunStore(tmp_path / name).record(record.run_id).output == "hello"

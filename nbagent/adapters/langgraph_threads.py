@@ -25,13 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 from nbagent.adapters.langgraph_records import message_type, messages_of
+from nbagent.errors import NbagentError
 from nbagent.text import safe_text, shorten
 
 INTERRUPTED_OUTPUT = "interrupted: the run was stopped before this call returned"
 """What the model sees for a tool call a Stop cut (the same words as the Agents SDK adapter)."""
 
 
-class ThreadPausedError(ValueError):
+class ThreadPausedError(NbagentError, ValueError):
     """A new input for a thread that waits for the answer to an ``interrupt()``."""
 
 

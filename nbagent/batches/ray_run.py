@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
-from nbagent.errors import describe
+from nbagent.errors import NbagentError, describe
 from nbagent.extras import install_hint
 from nbagent.guardrails.approvals import PendingApproval
 from nbagent.recorder import Recorder
@@ -41,7 +41,7 @@ def ray_module() -> Any:
     return ray
 
 
-class RemoteFailure(Exception):
+class RemoteFailure(NbagentError):
     """An exception raised in a worker, as text (the original may not travel)."""
 
 
@@ -50,7 +50,7 @@ class WorkerLost(RemoteFailure):
     ``WORKER_LOST``, the ``error_type`` of the records it ends."""
 
 
-class NotAccepted(Exception):
+class NotAccepted(NbagentError):
     """The task's worker was lost before it accepted the task: it never started there."""
 
 

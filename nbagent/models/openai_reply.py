@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbagent.errors import NbagentError
 from nbagent.models.base import ModelText, ToolCall, ToolCallDelta, new_call_id
 
 
-class MalformedChunk(Exception):
+class MalformedChunk(NbagentError):
     """A chunk that parses as JSON but is not a chat-completion chunk."""
 
 

@@ -52,6 +52,8 @@ class Source(ABC):
       other; False when it keeps nothing between runs (only a continued run waits, and
       ``ctx.kept_history`` / ``ctx.keep_history`` carry the history). See
       ``nbagent.runtime.turns``. Default True.
+    - ``memory_of(options)``: whose memory a ``reset=False`` run with these options continues:
+      the agent (default), or the part of it the options name (a LangGraph thread).
     - ``turn_key(options, reset)``: the key of state the runs share outside the agent (a
       LangGraph thread), whose runs take turns; ``None`` for none (default).
     - ``supports_approvals``: whether the source holds tool calls for a person (``approve=``,
@@ -98,6 +100,9 @@ class Source(ABC):
 
     def turn_key(self, options: dict[str, Any], reset: bool = True) -> Hashable | None:
         return None
+
+    def memory_of(self, options: dict[str, Any]) -> Any:
+        return self.agent
 
     def approvals_refusal(self) -> str:
         return (

@@ -41,6 +41,14 @@ GAPS: dict[tuple[str, str], str] = {
 }
 """(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
 
+SOMETIMES: dict[tuple[str, str], str] = {
+    ("test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step", "langgraph"): (
+        "LangGraph: about one run in ten, the tool running when a Stop after step arrives ends "
+        "cancelled instead of finishing (a race between the drain request and the tools node)"
+    ),
+}
+"""(scenario, framework) -> a gap that shows only sometimes (a race): a non-strict xfail."""
+
 HOOKS = (
     "name", "agent", "model_name", "model_name_for", "model_params", "task_text", "takes_turns",
     "turn_key", "supports_approvals", "approvals_refusal", "drive",
@@ -56,6 +64,9 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     gap = GAPS.get((request.node.originalname, made.framework))
     if gap is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=gap))
+    sometimes = SOMETIMES.get((request.node.originalname, made.framework))
+    if sometimes is not None:  # a race: it passes most times, so a strict xfail would flap
+        request.applymarker(pytest.mark.xfail(strict=False, reason=sometimes))
     yield made
     made.close()
 
