@@ -336,6 +336,23 @@ def test_a_keyboard_stop_traceback_shows_the_users_line_and_only_the_frame_that_
     assert "raise ends.stopped(value)" in traceback
 
 
+def follows_to_the_end(kernel: KernelDriver, execution: Execution) -> None:
+    """``execution`` displayed a view of the live ``run``: it follows the run to its Stop."""
+    view = execution.widget_view()
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="the run so far")
+    kernel.execute("run.interrupt()\nr = await run")
+    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the end")
+    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
+    assert kernel.widgets.states[stop]["disabled"] is True
+    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "■ interrupted" in final and "Stop" not in final
+
+
+def test_a_live_run_shown_again_follows_it_to_its_end(kernel: KernelDriver) -> None:
+    kernel.execute("run = nbagent.start(talker(words=3000), 'talk')")
+    follows_to_the_end(kernel, kernel.execute("nbagent.show(run)"))
+
+
 def test_a_record_awaited_as_the_last_line_shows_as_one_line_under_its_view(kernel: KernelDriver) -> None:
     execution = kernel.execute("run = nbagent.start(talker(steps=1, tokens_per_s=1e6), 'quick')\nawait run")
     (result,) = [r for r in execution.outputs if r.type == "execute_result"]
