@@ -27,9 +27,10 @@ from nbagent.guardrails.approvals import ApprovalPolicy, check_approval_timeout
 from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
 from nbagent.runtime.cancel import InterruptMode
-from nbagent.runtime.handle import Run, Sink, live_runs
+from nbagent.runtime.handle import Run, Sink, displays, live_runs
 from nbagent.runtime.interrupts import watch_cells
 from nbagent.runtime.script_exit import install as install_script_exit
+from nbagent.view.display import display_run
 from nbagent.view.html import record_display_html
 from nbagent.view.terminal import record_text
 
@@ -43,6 +44,7 @@ def _record_file(record: RunRecord, path: Any) -> Any:
 records.renderers.text = record_text
 records.renderers.html = record_display_html
 records.renderers.file = _record_file
+displays.run = display_run
 
 
 def _prepare(

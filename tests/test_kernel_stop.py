@@ -353,6 +353,12 @@ def test_a_live_run_shown_again_follows_it_to_its_end(kernel: KernelDriver) -> N
     follows_to_the_end(kernel, kernel.execute("nbagent.show(run)"))
 
 
+def test_a_run_as_a_cells_last_line_shows_a_view_that_follows_it(kernel: KernelDriver) -> None:
+    started = kernel.execute("run = nbagent.start(talker(words=3000), 'talk')\nrun")
+    assert [r.type for r in started.outputs].count("display_data") == 1  # its live view, once
+    follows_to_the_end(kernel, kernel.execute("run"))
+
+
 def test_a_record_awaited_as_the_last_line_shows_as_one_line_under_its_view(kernel: KernelDriver) -> None:
     execution = kernel.execute("run = nbagent.start(talker(steps=1, tokens_per_s=1e6), 'quick')\nawait run")
     (result,) = [r for r in execution.outputs if r.type == "execute_result"]

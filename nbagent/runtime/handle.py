@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,6 +52,14 @@ logger = logging.getLogger("nbagent")
 
 _live_runs: set[Run] = set()
 _live_lock = threading.Lock()
+
+
+class _Displays:
+    run: Callable[[Run], None] | None = None
+    """How a ``Run`` displays itself in IPython; set by the top layer."""
+
+
+displays = _Displays()
 
 
 class Run:
@@ -217,6 +225,14 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
+
+    def _ipython_display_(self) -> None:
+        """A run as a cell's last line shows its view (``nbagent.view.display.display_run``,
+        plugged in by ``nbagent.api``: the runtime knows no view)."""
+        if displays.run is None:
+            print(repr(self))
+        else:
+            displays.run(self)
 
     # -- approvals and budgets (nbagent.guardrails) ------------------------------------------
 

@@ -5,11 +5,11 @@ before the first event). In a kernel the widget view is displayed with static HT
 fallbacks, for front ends that cannot render widgets (nbconvert, a plain console); in an IPython
 terminal or a plain interpreter the run streams as text.
 
-A live run shown again (``show_again``: ``nbagent.show(run)``)
+A live run shown again (``show_again``: ``nbagent.show(run)``, a ``Run`` as a cell's last line)
 gets a view that follows it to its end. It also remembers which cell displayed each run's live
-view (the id of the kernel request that ran it), so a ``RunRecord`` that is the same
-cell's result (``record = await run`` as its last line) shows as one line under the view
-instead of drawing the run a second time.
+view (the id of the kernel request that ran it), so a ``RunRecord`` or ``Run`` that is the same
+cell's result (``record = await run`` as its last line) shows as one line under the view, or
+nothing, instead of drawing the run a second time.
 """
 
 from __future__ import annotations
@@ -119,3 +119,12 @@ def show_again(run: Run) -> None:
     from nbagent.view.follow import FollowingView
 
     FollowingView(run).display()
+
+
+def display_run(run: Run) -> None:
+    """A ``Run`` as a cell's last line (``Run._ipython_display_``): nothing in the cell that shows
+    its live view already (``run = nbagent.start(...); run``), else ``show_again``."""
+    if not in_kernel():
+        print(repr(run))
+    elif not shown_in_this_cell(run.run_id):
+        show_again(run)
