@@ -29,8 +29,10 @@ from nbagent.guardrails.approvals import ApprovalPolicy, check_approval_timeout
 from nbagent.guardrails.limits import Limits
 from nbagent.records import RunRecord
 from nbagent.runtime.cancel import InterruptMode
-from nbagent.runtime.handle import Run, Sink, live_runs
+from nbagent.runtime.handle import Run, Sink, displays, live_runs
+from nbagent.runtime.interrupts import watch_cells
 from nbagent.runtime.script_exit import install as install_script_exit
+from nbagent.view.display import display_run
 from nbagent.view.html import record_display_html
 from nbagent.view.terminal import record_text
 
@@ -44,6 +46,7 @@ def _record_file(record: RunRecord, path: Any) -> Any:
 records.renderers.text = record_text
 records.renderers.html = record_display_html
 records.renderers.file = _record_file
+displays.run = display_run
 
 
 def _prepare(
@@ -62,6 +65,7 @@ def _prepare(
     approval_timeout_s: float | None = None,
 ) -> Run:
     install_script_exit()  # outside a kernel: live runs are waited for at exit, Ctrl-C exits 130
+    watch_cells()  # in a kernel: ■ Interrupt during a cell's other awaits stops the cell's runs
     run = Run(
         agent,
         task,

@@ -170,9 +170,15 @@ def stop_buttons(kernel: KernelDriver, view: str) -> list[dict]:
     ]
 
 
-SIGINT_HANDLER = (
-    "import asyncio, signal\nawait asyncio.sleep(0)\nprint(signal.getsignal(signal.SIGINT).__qualname__)"
-)
+SIGINT_HANDLER = """
+import asyncio, signal
+from nbagent.runtime import interrupts
+await asyncio.sleep(0)
+handler = signal.getsignal(signal.SIGINT)
+if handler is interrupts._on_cell_sigint:  # nbagent's wrapper of the kernel's handler for this cell
+    handler = interrupts._cell.kernel_handler
+print(handler.__qualname__)
+"""
 
 
 def test_jupyter_interrupt_stops_a_blocking_run_the_cell_fails_after_the_record_and_queued_cells_do_not_run(
@@ -283,6 +289,29 @@ def test_jupyter_interrupt_during_a_gather_of_two_runs_stops_both_and_the_kernel
     assert "_cancel_on_sigint" in kernel.execute(SIGINT_HANDLER).stdout
 
 
+def test_jupyter_interrupt_during_another_await_stops_the_runs_the_cell_started_and_says_which_go_on(
+    kernel: KernelDriver,
+) -> None:
+    kernel.execute("earlier = nbagent.start(talker(words=3000), 'started by an earlier cell')")
+    code = "import asyncio\nrun = nbagent.start(talker(words=3000), 'talk')\nawait asyncio.sleep(120)"
+    msg_id = kernel.submit(code)
+    view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.interrupt()
+    execution = kernel.result(msg_id, timeout=60)
+    assert (execution.reply["status"], execution.reply["ename"]) == ("error", "CancelledError")
+    mine, earlier = kernel.execute("print(run.run_id, earlier.run_id)").stdout.split()
+    assert execution.reply["evalue"] == (
+        f"■ Interrupt cancelled this cell; stopped run {mine} it started (records in nbagent.history); "
+        f"run {earlier} started by earlier cells goes on (stop it with the Stop button or run.interrupt())"
+    )
+    out = kernel.execute("r = await run\nprint(r.status, r.stop_reason, earlier.done())").stdout
+    assert out.split() == ["interrupted", "keyboard", "False"]
+    stopped = kernel.execute("earlier.interrupt()\nprint((await earlier).status)").stdout
+    assert stopped.strip() == "interrupted"
+    assert "_cancel_on_sigint" in kernel.execute(SIGINT_HANDLER).stdout
+
+
 @pytest.mark.parametrize(
     "code",
     [
@@ -305,6 +334,29 @@ def test_a_keyboard_stop_traceback_shows_the_users_line_and_only_the_frame_that_
     # IPython always shows the frame that raised; the ones between it and the user's are hidden.
     assert traceback.count("nbagent/") == 1 and "skipping hidden" in traceback, traceback
     assert "raise ends.stopped(value)" in traceback
+
+
+def follows_to_the_end(kernel: KernelDriver, execution: Execution) -> None:
+    """``execution`` displayed a view of the live ``run``: it follows the run to its Stop."""
+    view = execution.widget_view()
+    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="the run so far")
+    kernel.execute("run.interrupt()\nr = await run")
+    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the end")
+    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
+    assert kernel.widgets.states[stop]["disabled"] is True
+    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "■ interrupted" in final and "Stop" not in final
+
+
+def test_a_live_run_shown_again_follows_it_to_its_end(kernel: KernelDriver) -> None:
+    kernel.execute("run = nbagent.start(talker(words=3000), 'talk')")
+    follows_to_the_end(kernel, kernel.execute("nbagent.show(run)"))
+
+
+def test_a_run_as_a_cells_last_line_shows_a_view_that_follows_it(kernel: KernelDriver) -> None:
+    started = kernel.execute("run = nbagent.start(talker(words=3000), 'talk')\nrun")
+    assert [r.type for r in started.outputs].count("display_data") == 1  # its live view, once
+    follows_to_the_end(kernel, kernel.execute("run"))
 
 
 def test_a_record_awaited_as_the_last_line_shows_as_one_line_under_its_view(kernel: KernelDriver) -> None:

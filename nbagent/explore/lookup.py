@@ -54,7 +54,15 @@ def show(run: Any, store: RunStore | None = None) -> None:
     """Show a run as it looked at its end: ``run`` is a record, a ``Run`` or a run id (looked
     up in history, then in ``store`` or the configured store). Displays the static run view in
     Jupyter, prints the text view elsewhere. Returns nothing, so a cell ending in ``show(...)``
-    draws the run once; ``find_record`` gives the record itself."""
+    draws the run once; ``find_record`` gives the record itself. A live ``Run`` is shown
+    following it to its end."""
+    from nbagent.runtime.handle import Run
+
+    if isinstance(run, Run):
+        from nbagent.view.display import show_again
+
+        show_again(run)
+        return
     record = find_record(run, store)
     from nbagent.view.display import in_kernel
 

@@ -31,6 +31,14 @@ from nbagent.text import shorten
 __all__ = ["SINK_DRAIN_TIMEOUT_S", "Run", "Sink", "live_runs"]
 
 
+class _Displays:
+    run: Callable[[Run], None] | None = None
+    """How a ``Run`` displays itself in IPython; set by the top layer."""
+
+
+displays = _Displays()
+
+
 class Run(RunLoopSide):
     """A handle on one run: stop it, watch it, wait for its record.
 
@@ -197,6 +205,14 @@ class Run(RunLoopSide):
 
     def __repr__(self) -> str:
         return f"<nbagent.Run {self.run_id} {self.status} task={shorten(self.task, 40)!r}>"
+
+    def _ipython_display_(self) -> None:
+        """A run as a cell's last line shows its view (``nbagent.view.display.display_run``,
+        plugged in by ``nbagent.api``: the runtime knows no view)."""
+        if displays.run is None:
+            print(repr(self))
+        else:
+            displays.run(self)
 
     # -- approvals and budgets (nbagent.guardrails) ------------------------------------------
 

@@ -32,7 +32,16 @@ OS may deliver SIGINT to any thread, and then a main thread asleep in the loop's
 does not wake, so the handler ran only when the awaited run ended (seen about once in 30 tries).
 So while a handler is installed, a ``signal.set_wakeup_fd`` socket read by the awaiting loop
 wakes it whichever thread takes the signal; whatever wakeup fd was set before gets the same bytes
-and is put back at the end.
+and is put back at the end. The awaits and the cell (below) share one such socket, counted, since
+they end in any order (a cancelled cell ends before the awaits of its gathered tasks).
+
+Any other await in a cell (``await asyncio.sleep(2.5)`` while a run goes on in the background):
+ipykernel's handler cancels the cell, which failed with a bare ``CancelledError`` while the runs
+it started went on. ``watch_cells()`` (from the first run in a kernel on) wraps the kernel's
+handler at the start of each cell that awaits: ■ Interrupt then stops the runs this cell started
+(reason ``keyboard``; those live when the cell began are left alone) and cancels the cell with a
+message that names what was stopped and what goes on. A second press goes straight to the
+kernel's handler. With no run live, the kernel's handler is all that runs.
 
 Several awaits at once share one handler: the first to start installs it, the last to end puts
 back what was there before (unless something else replaced it meanwhile), in whatever order they
@@ -133,11 +142,31 @@ class _Handler:
     awaits: list[_Await] = field(default_factory=list)
     previous: Any = None
     """The SIGINT handler to defer to and to put back when the last await ends."""
-    wake: _Wake | None = None
 
 
 _handler = _Handler()
 _warned = False
+_wake: _Wake | None = None
+_wake_users = 0
+
+
+def _wake_up(loop: asyncio.AbstractEventLoop) -> None:
+    """One more user of the wakeup socket (the first makes it for ``loop``)."""
+    global _wake, _wake_users
+    _wake_users += 1
+    if _wake is None:
+        with contextlib.suppress(Exception):  # a loop without add_reader (Windows' proactor)
+            _wake = _Wake(loop)
+
+
+def _wake_down() -> None:
+    """One user fewer: the last puts back the wakeup fd that was there before."""
+    global _wake, _wake_users
+    _wake_users -= 1
+    if _wake_users == 0:
+        wake, _wake = _wake, None
+        if wake is not None:
+            wake.close()
 
 
 def _nothing() -> None:
@@ -218,27 +247,19 @@ def _register(run: Run, flag: KeyboardFlag) -> _Await | None:
         return None  # Ctrl-C is ignored (SIG_IGN), fatal (SIG_DFL) or not Python's: leave it so
     entry = _Await(run, flag, loop, _in_cell_task())
     _handler.awaits.append(entry)
+    _wake_up(loop)
     if not ours:
         _handler.previous = current
         signal.signal(signal.SIGINT, _on_sigint)
-        if _handler.wake is None:
-            try:
-                _handler.wake = _Wake(loop)
-            except Exception:  # a loop without add_reader (Windows' proactor): the handler still works
-                _handler.wake = None
     return entry
 
 
 def _unregister(entry: _Await) -> None:
     with contextlib.suppress(ValueError):
         _handler.awaits.remove(entry)
-    if _handler.awaits:
-        return
-    if signal.getsignal(signal.SIGINT) is _on_sigint:
+    _wake_down()
+    if not _handler.awaits and signal.getsignal(signal.SIGINT) is _on_sigint:
         signal.signal(signal.SIGINT, _handler.previous)
-    wake, _handler.wake = _handler.wake, None
-    if wake is not None:
-        wake.close()
 
 
 @contextlib.contextmanager
@@ -300,3 +321,117 @@ def blocking_wait(run: Run, sinks: Iterable[Sink] | None = None) -> Iterator[Non
     finally:
         for view in views:
             view.unblock()
+
+
+# -- ■ Interrupt during any other await of a cell ---------------------------------------------
+
+
+@dataclass(eq=False)
+class _Cell:
+    """The cell running now, as the SIGINT handler needs it."""
+
+    task: asyncio.Task[Any]
+    loop: asyncio.AbstractEventLoop
+    kernel_handler: Any
+    """The handler ipykernel set for this cell (it cancels the cell)."""
+    before: frozenset[str]
+    """The runs live when the cell began: not this cell's to stop."""
+    pressed: bool = False
+    ended: bool = False
+    """The cell has ended; the kernel puts its own handler back a moment later."""
+
+
+_cell: _Cell | None = None
+_watching = False
+
+
+def watch_cells() -> None:
+    """In a Jupyter kernel, on the main thread: from now on ■ Interrupt during a cell's await of
+    anything but a run stops the runs that cell started and says so (see the module docstring).
+    Once; elsewhere it does nothing."""
+    global _watching
+    if _watching or threading.current_thread() is not threading.main_thread():
+        return
+    shell = _kernel_shell()
+    if shell is None:
+        return
+    _watching = True
+    shell.events.register("pre_run_cell", _cell_began)
+    shell.events.register("post_run_cell", _cell_ended)
+    _cell_began()  # the cell running now, which is starting the first run
+
+
+def _kernel_shell() -> Any:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
+def _cell_ended(result: object = None) -> None:
+    cell = _cell
+    if cell is not None and not cell.ended:
+        cell.ended = True
+        _wake_down()
+
+
+def _cell_began(info: object = None) -> None:
+    """At the start of a cell (IPython's ``pre_run_cell``): wrap the kernel's handler if it awaits."""
+    global _cell
+    _cell_ended()
+    _cell = None
+    if threading.current_thread() is not threading.main_thread() or not _in_cell_task():
+        return  # a cell without top-level await runs blocking: SIGINT is a KeyboardInterrupt there
+    task = asyncio.current_task()
+    handler = signal.getsignal(signal.SIGINT)
+    if task is None or not callable(handler) or handler in (_on_sigint, _on_cell_sigint):
+        return
+    from nbagent.runtime.handle import live_runs
+
+    _cell = _Cell(task, task.get_loop(), handler, frozenset(run.run_id for run in live_runs()))
+    signal.signal(signal.SIGINT, _on_cell_sigint)
+    _wake_up(_cell.loop)  # a SIGINT taken by another thread wakes the loop (see "Waking the loop")
+
+
+def _on_cell_sigint(signum: int, frame: FrameType | None) -> None:
+    cell = _cell
+    if cell is None:  # never installed without a cell; a KeyboardInterrupt here would wedge the kernel
+        return
+    if cell.pressed or cell.ended or cell.task.done():
+        cell.kernel_handler(signum, frame)
+        return
+    cell.pressed = True
+    # Not here: the handler may have interrupted this thread inside the runs' lock.
+    cell.loop.call_soon_threadsafe(_stop_cell, cell, signum)
+
+
+def _stop_cell(cell: _Cell, signum: int) -> None:
+    """On the kernel's loop: stop this cell's runs and cancel the cell, saying what happened."""
+    from nbagent.runtime.handle import live_runs
+
+    runs = [run for run in live_runs() if not run.done()]
+    if not runs or cell.task.done():
+        cell.kernel_handler(signum, None)
+        return
+    mine = [run for run in runs if run.run_id not in cell.before]
+    for run in mine:
+        run.interrupt("now", reason="keyboard")
+    cell.task.cancel(_stopped_message(mine, [run for run in runs if run.run_id in cell.before]))
+
+
+def _stopped_message(stopped: list[Run], going: list[Run]) -> str:
+    """What a cell cancelled by ■ Interrupt says about the runs."""
+    parts = ["■ Interrupt cancelled this cell"]
+    if stopped:
+        parts.append(f"stopped {_runs(stopped)} it started (records in nbagent.history)")
+    if going:
+        them = "it" if len(going) == 1 else "them"
+        parts.append(
+            f"{_runs(going)} started by earlier cells {'goes' if len(going) == 1 else 'go'} on "
+            f"(stop {them} with the Stop button or run.interrupt())"
+        )
+    return "; ".join(parts)
+
+
+def _runs(runs: list[Run]) -> str:
+    ids = ", ".join(run.run_id for run in runs)
+    return f"run {ids}" if len(runs) == 1 else f"{len(runs)} runs ({ids})"

@@ -195,7 +195,8 @@ def _wait_at_exit() -> None:
     except KeyboardInterrupt:
         left = live_runs()
         _stop(left, SHUTDOWN)  # what the loop's end cuts short is then a Stop, not an error
-        _say(f"left {_plural(_shown(left))} unfinished: {_ids(_shown(left))}")
+        if left:
+            _say(f"left {_plural(left)} unfinished: {_ids(left)}")
         pressed = True
     if pressed and not _keyboard:  # a bare KeyboardInterrupt exits with Python's own status
         _exit_interrupted()

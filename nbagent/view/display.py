@@ -5,9 +5,11 @@ before the first event). In a kernel the widget view is displayed with static HT
 fallbacks, for front ends that cannot render widgets (nbconvert, a plain console); in an IPython
 terminal or a plain interpreter the run streams as text.
 
-It also remembers which cell displayed each run's live view (the id of the kernel request that
-ran it), so a ``RunRecord`` that is the same cell's result (``record = await run`` as its last
-line) shows as one line under the view instead of drawing the run a second time.
+A live run shown again (``show_again``: ``nbagent.show(run)``, a ``Run`` as a cell's last line)
+gets a view that follows it to its end. It also remembers which cell displayed each run's live
+view (the id of the kernel request that ran it), so a ``RunRecord`` or ``Run`` that is the same
+cell's result (``record = await run`` as its last line) shows as one line under the view, or
+nothing, instead of drawing the run a second time.
 """
 
 from __future__ import annotations
@@ -96,3 +98,33 @@ def show_run(run: Run) -> None:
 
         run.add_sink(TextView())
         run.add_sink(TerminalApprovals(run))
+
+
+def show_again(run: Run) -> None:
+    """Display ``run`` once more: in a kernel with widgets, a view that follows it while it is
+    live (``nbagent.view.follow``), its static end once it has ended; elsewhere its text so far."""
+    from nbagent.view.terminal import record_text
+
+    if run.done() or front_end() != "widgets":
+        if not in_kernel():
+            print(record_text(run.record))
+            return
+        from IPython.display import display
+
+        from nbagent.view.html import record_html
+
+        record = run.record
+        display({"text/html": record_html(record), "text/plain": record_text(record)}, raw=True)
+        return
+    from nbagent.view.follow import FollowingView
+
+    FollowingView(run).display()
+
+
+def display_run(run: Run) -> None:
+    """A ``Run`` as a cell's last line (``Run._ipython_display_``): nothing in the cell that shows
+    its live view already (``run = nbagent.start(...); run``), else ``show_again``."""
+    if not in_kernel():
+        print(repr(run))
+    elif not shown_in_this_cell(run.run_id):
+        show_again(run)

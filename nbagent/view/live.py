@@ -93,6 +93,21 @@ def views_of(run: Run) -> list[LiveView]:
     return [view for ref in refs if (view := ref()) is not None]
 
 
+def replace_display(display_id: str, record: RunRecord) -> None:
+    """Replace the output shown as ``display_id`` with the static view of ``record``.
+
+    The widget gives way to static HTML that looks the same, so a notebook saved from here on
+    shows the final state without widget state. Front ends route the update by display id:
+    JupyterLab to the cell that showed the view (until that cell runs again), nbclient only when
+    the message names the cell it is running now. The run's task inherited the starting cell's
+    context, whose parent header names that cell, so publish from an empty context: the kernel
+    then uses the header of the request it is handling now."""
+    from IPython.display import update_display
+
+    bundle = {"text/html": record_html(record), "text/plain": record_text(record)}
+    contextvars.Context().run(update_display, bundle, raw=True, display_id=display_id)
+
+
 @dataclass
 class _Panel:
     """The widget of one step not frozen yet, and its latest retry notice."""
@@ -225,18 +240,6 @@ class LiveView(Sink):
         display(self.mimebundle(), raw=True, display_id=self.display_id)
         self._displayed = True
         note_shown(self.run.run_id)
-
-    def _replace_display(self, record: RunRecord) -> None:
-        # The widget gives way to static HTML that looks the same, so a notebook saved from here
-        # on shows the final state without widget state. Front ends route the update by display
-        # id: JupyterLab to the cell that showed the view (until that cell runs again), nbclient
-        # only when the message names the cell it is running now. The run's task inherited the
-        # starting cell's context, whose parent header names that cell, so publish from an empty
-        # context: the kernel then uses the header of the request it is handling now.
-        from IPython.display import update_display
-
-        bundle = {"text/html": record_html(record), "text/plain": record_text(record)}
-        contextvars.Context().run(update_display, bundle, raw=True, display_id=self.display_id)
 
     # -- the sink: the runner's loop thread ------------------------------------------------
 
@@ -406,6 +409,6 @@ class LiveView(Sink):
             self.stop_button.disabled = True
             self.after_step_button.disabled = True
             if self._displayed:
-                self._replace_display(record)
+                replace_display(self.display_id, record)
         except Exception:
             logger.exception("nbagent: could not show the final state of run %s", self.run.run_id)
