@@ -182,7 +182,7 @@ def test_going_on_with_none_after_interrupt_before_records_the_call_and_its_resu
     model = ScriptedChatModel(replies=[reply("", [("charge", {"amount": 7})]), reply("paid")])
     graph = create_agent(model, tools=[charge], checkpointer=InMemorySaver(), interrupt_before=["tools"])
     first = nbagent.run(graph, "charge", display=False, config=_config("g2"))
-    assert first.status == "success" and [c.status for c in first.tool_calls] == ["cancelled"]
+    assert first.status == "success" and [c.status for c in first.tool_calls] == ["deferred"]
     record = nbagent.run(graph, None, display=False, reset=False, config=_config("g2"))
     assert [(c.tool, c.status, c.result) for c in record.tool_calls] == [("charge", "ok", "charged 7")]
     assert record.output == "paid"
