@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+from conftest import wait_until
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -51,6 +52,8 @@ class Scenario:
     """The exception type name both runs end with, when they fail."""
     edited: dict[str, Any] = field(default_factory=dict)
     """Call id -> the arguments a person edited it to (the thread keeps the model's)."""
+    unkept_usage: tuple[int, int] = (0, 0)
+    """Tokens of model replies a node used and did not keep in the state (the record counts them)."""
 
 
 @tool
@@ -254,7 +257,7 @@ def interrupt_scenarios() -> dict[str, Scenario]:
                 Turn(
                     "two",
                     [{"decisions": [{"type": "approve"}, {"type": "reject", "message": deny}]}],
-                    [lambda run: (run.approve(_pending(run)[0]), run.deny(_pending(run)[1], "not today"))],
+                    [lambda run: _approve_then_deny(run, "not today")],
                 )
             ],
         ),
@@ -279,6 +282,14 @@ def interrupt_scenarios() -> dict[str, Scenario]:
 
 def _pending(run: Any) -> list[str]:
     return [p.call_id for p in run.pending_approvals]
+
+
+def _approve_then_deny(run: Any, reason: str) -> None:
+    """Approve the first of two pending calls and deny the second (both read before deciding)."""
+    wait_until(lambda: len(run.pending_approvals) == 2, timeout=30)
+    first, second = _pending(run)
+    run.approve(first)
+    run.deny(second, reason)
 
 
 class AskState(TypedDict, total=False):
@@ -338,13 +349,14 @@ def graph_scenarios() -> dict[str, Scenario]:
     }
 
 
-def _chain_graph(**compile_kw: Any) -> Any:
+def _chain_graph(checkpointer: Any = "memory", **compile_kw: Any) -> Any:
     builder = StateGraph(MapState)
     builder.add_node("first", lambda s: {"jokes": [f"first {s['topics'][0]}"]})
     builder.add_node("second", lambda s: {"jokes": ["second"]})
     builder.add_edge(START, "first")
     builder.add_edge("first", "second")
-    return builder.compile(checkpointer=InMemorySaver(), **compile_kw)
+    saver = InMemorySaver() if checkpointer == "memory" else checkpointer
+    return builder.compile(checkpointer=saver, **compile_kw)
 
 
 def _router_graph() -> Any:
@@ -414,12 +426,12 @@ def _failing_graph() -> Any:
     return builder.compile(checkpointer=InMemorySaver())
 
 
-def _entrypoint_graph() -> Any:
+def _entrypoint_graph(checkpointer: Any = "memory") -> Any:
     @task
     def shout(topic: str) -> str:
         return topic.upper()
 
-    @entrypoint(checkpointer=InMemorySaver())
+    @entrypoint(checkpointer=InMemorySaver() if checkpointer == "memory" else checkpointer)
     def flow(inputs: dict[str, Any]) -> dict[str, Any]:
         return {"jokes": [shout(t).result() for t in inputs["topics"]]}
 
@@ -457,5 +469,333 @@ def _parallel_models() -> Any:
     return builder.compile(checkpointer=InMemorySaver())
 
 
+class Plan(BaseModel):
+    steps: list[str]
+
+
+class AskIn(TypedDict):
+    question: str
+
+
+class AskOut(TypedDict):
+    answer: str
+
+
+class AskInner(TypedDict, total=False):
+    question: str
+    answer: str
+    draft: str
+
+
+class Counter(BaseModel):
+    count: int = 0
+    notes: list[str] = []
+
+
+def more_graph_scenarios() -> dict[str, Scenario]:
+    """Modelled on LangGraph's ``test_pregel_async.py``: schemas, fan-in, deferred nodes,
+    subgraphs, retries, the functional API, interrupts in loops, subgraphs and parallel nodes;
+    graphs without a checkpointer; graphs whose whole state is a list."""
+    both = [
+        lambda run: (
+            wait_until(lambda: len(run.pending_approvals) == 2, timeout=30),
+            [run.resume(p.arguments.rstrip("?"), p.call_id) for p in run.pending_approvals],
+        )
+    ]
+    return {
+        "list_state": Scenario(_list_graph, [Turn(["a"])]),
+        "list_state_two_turns": Scenario(_list_graph, [Turn(["a"]), Turn(["b", "c"])]),
+        "list_state_without_checkpointer": Scenario(lambda: _list_graph(checkpointer=None), [Turn(["x"])]),
+        "chain_without_checkpointer": Scenario(
+            lambda: _chain_graph(checkpointer=None), [Turn({"topics": ["a"]}), Turn({"topics": ["b"]})]
+        ),
+        "agent_without_checkpointer": Scenario(
+            lambda: create_agent(
+                ScriptedChatModel(replies=[reply("", [("add", {"a": 2, "b": 5})]), reply("7")]), tools=[add]
+            ),
+            _once("2+5"),
+        ),
+        "output_schema": Scenario(_schema_graph, [Turn({"question": "why"})]),
+        "output_schema_without_checkpointer": Scenario(
+            lambda: _schema_graph(checkpointer=None), [Turn({"question": "how"})]
+        ),
+        "pydantic_state": Scenario(_pydantic_graph, [Turn({"count": 1})]),
+        "fan_in_waiting_edge": Scenario(_fan_in_graph, [Turn({"topics": ["t"]})]),
+        "deferred_node": Scenario(_deferred_graph, [Turn({"topics": ["t"]})]),
+        "conditional_entry": Scenario(_conditional_entry_graph, [Turn({"topics": ["p", "q"]})]),
+        "nested_subgraphs": Scenario(_nested_graph, [Turn({"topics": ["deep"]})]),
+        "parent_command": Scenario(_parent_command_graph, [Turn({"topics": ["up"]})]),
+        "retry_policy": Scenario(_retry_graph, [Turn({"topics": ["again"]})]),
+        "interrupt_loop": Scenario(
+            _interrupt_loop_graph,
+            [Turn({"topics": []}, ["a", "b", "c"], [lambda run, v=v: run.resume(v) for v in "abc"])],
+        ),
+        "interrupt_in_subgraph": Scenario(
+            _interrupt_subgraph_graph, [Turn({"topics": []}, ["inner"], [lambda run: run.resume("inner")])]
+        ),
+        "interrupts_in_parallel_nodes": Scenario(
+            _parallel_interrupts_graph,
+            [Turn({"topics": []}, [lambda r: {i.id: i.value.rstrip("?") for i in r["__interrupt__"]}], both)],
+        ),
+        "interrupt_functional": Scenario(
+            _interrupt_entrypoint, [Turn({"topics": ["f"]}, ["yes"], [lambda run: run.resume("yes")])]
+        ),
+        "interrupt_after": Scenario(
+            lambda: _chain_graph(interrupt_after=["first"]), [Turn({"topics": ["a"]}), Turn(None)]
+        ),
+        "interrupt_before_agent_tools": Scenario(
+            _agent([reply("", [("add", {"a": 1, "b": 1})]), reply("2")], [add], interrupt_before=["tools"]),
+            [Turn("1+1"), Turn(None)],
+        ),
+        "entrypoint_previous": Scenario(_stateful_entrypoint, [Turn(1), Turn(2), Turn(3)]),
+        "entrypoint_without_checkpointer": Scenario(
+            lambda: _entrypoint_graph(checkpointer=None), [Turn({"topics": ["n"]})]
+        ),
+        "tasks_in_parallel": Scenario(_parallel_tasks_entrypoint, [Turn({"topics": ["a", "b", "c"]})]),
+        "structured_output_in_a_node": Scenario(
+            _structured_router, [Turn({"messages": [("user", "plan it")]})], unkept_usage=(10, 5)
+        ),
+        "planner_then_agent": Scenario(_planner_then_agent, [Turn({"messages": [("user", "plan and add")]})]),
+        "middleware_hooks": Scenario(
+            _agent([reply("", [("add", {"a": 3, "b": 3})]), reply("6")], [add], middleware=[_Notes()]),
+            _once("3+3"),
+        ),
+        "prebuilt_react_agent_with_pre_model_hook": Scenario(_prebuilt_react_agent, _once("4+4")),
+        "extraction_ends_on_a_tool_call": Scenario(_extraction_graph, [Turn("Ada is 36"), Turn("and Bob?")]),
+    }
+
+
+def _list_graph(checkpointer: Any = "memory") -> Any:
+    builder = StateGraph(Annotated[list, operator.add])
+    builder.add_node("count", lambda items: [f"seen {len(items)}"])
+    builder.add_node("close", lambda items: ["closed"])
+    builder.add_edge(START, "count")
+    builder.add_edge("count", "close")
+    return builder.compile(checkpointer=InMemorySaver() if checkpointer == "memory" else checkpointer)
+
+
+def _schema_graph(checkpointer: Any = "memory") -> Any:
+    builder = StateGraph(AskInner, input_schema=AskIn, output_schema=AskOut)
+    builder.add_node("draft", lambda s: {"draft": f"draft for {s['question']}"})
+    builder.add_node("answer", lambda s: {"answer": s["draft"].upper()})
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", "answer")
+    return builder.compile(checkpointer=InMemorySaver() if checkpointer == "memory" else checkpointer)
+
+
+def _pydantic_graph() -> Any:
+    builder = StateGraph(Counter)
+    builder.add_node("bump", lambda s: {"count": s.count + 1, "notes": [*s.notes, "bumped"]})
+    builder.add_edge(START, "bump")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _fan_in_graph() -> Any:
+    builder = StateGraph(MapState)
+    builder.add_node("left", lambda s: {"jokes": ["left"]})
+    builder.add_node("right", lambda s: {"jokes": ["right"]})
+    builder.add_node("join", lambda s: {"route": f"joined {len(s['jokes'])}"})
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    builder.add_edge(["left", "right"], "join")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _deferred_graph() -> Any:
+    builder = StateGraph(MapState)
+    builder.add_node("quick", lambda s: {"jokes": ["quick"]})
+    builder.add_node("slow_a", lambda s: {"jokes": ["a"]})
+    builder.add_node("slow_b", lambda s: {"jokes": ["b"]})
+    builder.add_node("last", lambda s: {"route": ",".join(s["jokes"])}, defer=True)
+    builder.add_edge(START, "quick")
+    builder.add_edge("quick", "slow_a")
+    builder.add_edge("slow_a", "slow_b")
+    builder.add_edge("quick", "last")
+    builder.add_edge("slow_b", "last")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _conditional_entry_graph() -> Any:
+    builder = StateGraph(MapState)
+    builder.add_node("many", lambda s: {"jokes": ["many"]})
+    builder.add_node("one", lambda s: {"jokes": ["one"]})
+    builder.add_conditional_edges(START, lambda s: "many" if len(s["topics"]) > 1 else "one", ["many", "one"])
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _nested_graph() -> Any:
+    deepest = StateGraph(MapState)
+    deepest.add_node("bottom", lambda s: {"jokes": ["bottom"]})
+    deepest.add_edge(START, "bottom")
+    middle = StateGraph(MapState)
+    middle.add_node("deeper", deepest.compile())
+    middle.add_node("mid", lambda s: {"jokes": ["mid"]})
+    middle.add_edge(START, "deeper")
+    middle.add_edge("deeper", "mid")
+    builder = StateGraph(MapState)
+    builder.add_node("outer", middle.compile())
+    builder.add_edge(START, "outer")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _parent_command_graph() -> Any:
+    def leave(state: MapState) -> Command:
+        return Command(graph=Command.PARENT, goto="landing", update={"jokes": ["left the subgraph"]})
+
+    inner = StateGraph(MapState)
+    inner.add_node("leave", leave)
+    inner.add_edge(START, "leave")
+    builder = StateGraph(MapState)
+    builder.add_node("sub", inner.compile(), destinations=("landing",))
+    builder.add_node("landing", lambda s: {"route": "landed"})
+    builder.add_edge(START, "sub")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _retry_graph() -> Any:
+    from langgraph.types import RetryPolicy
+
+    tries: list[int] = []
+
+    def flaky(state: MapState) -> dict[str, Any]:
+        tries.append(1)
+        if len(tries) < 2:
+            raise ConnectionError("the service blinked")
+        return {"jokes": [f"worked after {len(tries)} tries"]}
+
+    builder = StateGraph(MapState)
+    builder.add_node("flaky", flaky, retry_policy=RetryPolicy(initial_interval=0.01, jitter=False))
+    builder.add_edge(START, "flaky")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _interrupt_loop_graph() -> Any:
+    def collect(state: MapState) -> dict[str, Any]:
+        return {"jokes": [interrupt(f"item {i}?") for i in range(3)]}
+
+    builder = StateGraph(MapState)
+    builder.add_node("collect", collect)
+    builder.add_edge(START, "collect")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _interrupt_subgraph_graph() -> Any:
+    inner = StateGraph(MapState)
+    inner.add_node("ask", lambda s: {"jokes": [f"inner said {interrupt('inside?')}"]})
+    inner.add_edge(START, "ask")
+    builder = StateGraph(MapState)
+    builder.add_node("sub", inner.compile())
+    builder.add_node("after", lambda s: {"route": "after"})
+    builder.add_edge(START, "sub")
+    builder.add_edge("sub", "after")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _parallel_interrupts_graph() -> Any:
+    builder = StateGraph(MapState)
+    builder.add_node("left", lambda s: {"jokes": [f"left {interrupt('left?')}"]})
+    builder.add_node("right", lambda s: {"jokes": [f"right {interrupt('right?')}"]})
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _interrupt_entrypoint() -> Any:
+    @entrypoint(checkpointer=InMemorySaver())
+    def confirm(inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"jokes": [f"{t}: {interrupt(f'keep {t}?')}" for t in inputs["topics"]]}
+
+    return confirm
+
+
+def _stateful_entrypoint() -> Any:
+    @entrypoint(checkpointer=InMemorySaver())
+    def total(number: int, *, previous: Any = None) -> int:
+        return (previous or 0) + number
+
+    return total
+
+
+def _parallel_tasks_entrypoint() -> Any:
+    @task
+    async def shout(topic: str) -> str:
+        await asyncio.sleep(0.001)
+        return topic.upper()
+
+    @entrypoint(checkpointer=InMemorySaver())
+    async def flow(inputs: dict[str, Any]) -> dict[str, Any]:
+        futures = [shout(t) for t in inputs["topics"]]
+        return {"jokes": [await f for f in futures]}
+
+    return flow
+
+
+def _structured_router() -> Any:
+    model = ScriptedChatModel(replies=[reply("", [("Plan", {"steps": ["look", "leap"]})])])
+
+    async def plan(state: MessagesState) -> dict[str, Any]:
+        decided = await model.with_structured_output(Plan).ainvoke(state["messages"])
+        return {"messages": [AIMessage(" then ".join(decided.steps))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("plan", plan)
+    builder.add_edge(START, "plan")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def _planner_then_agent() -> Any:
+    worker = create_agent(
+        ScriptedChatModel(replies=[reply("", [("add", {"a": 1, "b": 4})]), reply("5", usage=(6, 2))]),
+        tools=[add],
+    )
+    builder = StateGraph(MessagesState)
+    builder.add_node("planner", lambda s: {"messages": [AIMessage("plan: add 1 and 4")]})
+    builder.add_node("worker", worker)
+    builder.add_edge(START, "planner")
+    builder.add_edge("planner", "worker")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+class _Notes(AgentMiddleware):
+    """A middleware whose hooks are graph nodes: one before the model, one after the agent."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {"messages": [AIMessage("(noted)")]}
+
+
+def _prebuilt_react_agent() -> Any:
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    def trim(state: Any) -> dict[str, Any]:
+        return {"llm_input_messages": state["messages"][-5:]}
+
+    model = ScriptedChatModel(replies=[reply("", [("add", {"a": 4, "b": 4})]), reply("8")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_react_agent(model, [add], pre_model_hook=trim, checkpointer=InMemorySaver())
+
+
+def _extraction_graph() -> Any:
+    model = ScriptedChatModel(
+        replies=[
+            reply("", [("Person", {"name": "Ada", "age": 36})]),
+            reply("", [("Person", {"name": "Bob"})], id="bob"),
+        ]
+    )
+
+    async def extract(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("extract", extract)
+    builder.add_edge(START, "extract")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
 def all_scenarios() -> dict[str, Scenario]:
-    return {**react_scenarios(), **interrupt_scenarios(), **graph_scenarios()}
+    return {**react_scenarios(), **interrupt_scenarios(), **graph_scenarios(), **more_graph_scenarios()}

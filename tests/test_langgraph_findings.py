@@ -7,6 +7,7 @@ interrupts at once) each leave the thread and the record as a plain run would.""
 from __future__ import annotations
 
 import asyncio
+import io
 import operator
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ import nbagent
 from nbagent.adapters.langgraph import LangGraphSource
 from nbagent.adapters.langgraph_threads import INTERRUPTED_OUTPUT
 from nbagent.view.html import step_html
+from nbagent.view.terminal import TextView
 from nbagent.view.terminal_approvals import TerminalApprovals
 
 SENT: list[str] = []
@@ -76,14 +78,19 @@ def _three_nodes() -> Any:
 def test_graph_nodes_are_node_lines_not_tool_calls_nor_counted_by_max_tool_calls() -> None:
     from nbagent.analytics import tool_calls_frame
 
+    out = io.StringIO()
     record = nbagent.run(
-        _three_nodes(), {"topics": []}, display=False, limits=nbagent.Limits(max_tool_calls=1)
+        _three_nodes(),
+        {"topics": []},
+        display=False,
+        sinks=[TextView(out)],
+        limits=nbagent.Limits(max_tool_calls=1),
     )
     assert record.status == "success"
     assert record.tool_calls == [] and len(tool_calls_frame([record])) == 0
     nodes = [(n.name, n.status) for s in record.steps for n in s.nodes]
     assert nodes == [("plan", "ok"), ("write", "ok"), ("check", "ok")]
-    assert "plan" in step_html(record.steps[0]) and "planned" in str(record)
+    assert "plan" in step_html(record.steps[0]) and "◇ plan" in str(record) and "◇ plan" in out.getvalue()
 
 
 def test_run_result_is_what_ainvoke_returns_with_the_output_schema() -> None:
@@ -182,7 +189,7 @@ def test_going_on_with_none_after_interrupt_before_records_the_call_and_its_resu
     model = ScriptedChatModel(replies=[reply("", [("charge", {"amount": 7})]), reply("paid")])
     graph = create_agent(model, tools=[charge], checkpointer=InMemorySaver(), interrupt_before=["tools"])
     first = nbagent.run(graph, "charge", display=False, config=_config("g2"))
-    assert first.status == "success" and [c.status for c in first.tool_calls] == ["cancelled"]
+    assert first.status == "success" and [c.status for c in first.tool_calls] == ["deferred"]
     record = nbagent.run(graph, None, display=False, reset=False, config=_config("g2"))
     assert [(c.tool, c.status, c.result) for c in record.tool_calls] == [("charge", "ok", "charged 7")]
     assert record.output == "paid"

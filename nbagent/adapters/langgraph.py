@@ -54,7 +54,9 @@ End states. ``GraphRecursionError`` (``recursion_limit``, or ``max_steps=`` whic
 waits for a person (``nbagent.adapters.langgraph_interrupts``), or with ``interrupts="end"`` (and
 always for a graph without a checkpointer) ends the run ``"success"`` with LangGraph's own
 ``__interrupt__`` in the output, as ``ainvoke`` does. A call a Stop cut ends ``cancelled`` with the
-error "interrupted".
+error "interrupted"; a call the graph ended on without running it (an extraction graph, a pause at
+``interrupt_before``) ends ``deferred``: the thread hands it to its caller, and a run that goes on
+from there records it again with its result.
 """
 
 from __future__ import annotations
@@ -259,12 +261,12 @@ class LangGraphSource(Source):
                 if not tracker.interrupts or interrupts == "end":
                     break
                 graph_input = Command(resume=await answer_interrupts(ctx, tracker, tracker.interrupts))
-            tracker.close_all()
+            tracker.close_all("deferred")
         except GraphDrained as exc:
             tracker.cut_calls()
             raise AgentInterrupted("stopped after the step") from exc
         except GraphRecursionError as exc:
-            tracker.close_all()
+            tracker.close_all("cancelled")
             raise MaxStepsReached(safe_text(exc)) from exc
         except BaseException:
             if ctx.scope.interrupted:  # a Stop (or a pause ended unanswered): no call goes on

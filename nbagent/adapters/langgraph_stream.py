@@ -340,12 +340,17 @@ class StepTracker:
             del self.open[number]
             self._at(number).finish_step(model_output=step.text, kind=step.kind)
 
-    def close_all(self) -> None:
-        """The run went through: finish every open step (an unanswered call ends ``cancelled``)."""
+    def close_all(self, unanswered: ev.ToolCallStatus) -> None:
+        """The graph ended: finish every open step. A call nothing answered ends ``unanswered``:
+        ``deferred`` when the graph ended on it (the thread hands it to its caller: an extraction
+        graph, ``interrupt_before``), ``cancelled`` when the recursion limit cut the run."""
         for key in list(self.models):
             self._model_end(key)
         for task_id in list(self.held):
             self._release(task_id, None)
+        for call_id, number in self.calls.items():
+            self._at(number).tool_finished(call_id, unanswered)
+        self.calls.clear()
         for step in self.open.values():
             step.closable = True
         self._close_ready()
