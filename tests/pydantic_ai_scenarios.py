@@ -324,6 +324,23 @@ def approval_agent() -> Agent:
     return agent
 
 
+def approval_left_to_the_caller() -> Case:
+    """A call that needs approval, and no one in the run to decide it: handed back to the caller."""
+    return Case(approval_agent())
+
+
+def approval_without_deferred_output() -> Case:
+    """A call that needs approval in an agent that cannot hand it back: pydantic-ai's own error."""
+    agent = Agent(TestModel())
+
+    @agent.tool_plain(requires_approval=True)
+    def send(to: str) -> str:
+        """Sends a message."""
+        return f"sent to {to}"
+
+    return Case(agent)
+
+
 def resumed(agent: Agent, answer: Callable[[Any], DeferredToolResults]) -> Case:
     """The run pydantic-ai resumes: ``agent``'s paused run's history, and ``answer`` to its calls."""
     paused = agent.run_sync("a task")
@@ -522,7 +539,8 @@ SCENARIOS: dict[str, Callable[[], Case]] = {
         output_function, run_output_type, tool_raises, tool_retry_then_ok, tool_retries_exhausted,
         run_retries_keyword, deps_tool, dynamic_system_prompt, run_toolsets, metadata_keyword,
         run_model_keyword, request_limit, token_limit, tool_calls_limit, usage_incr_in_tool, delegation,
-        carried_usage, cancel_from_tool, deferred_external, deferred_approved_resumed,
+        carried_usage, cancel_from_tool, deferred_external, approval_left_to_the_caller,
+        approval_without_deferred_output, deferred_approved_resumed,
         deferred_denied_resumed, deferred_external_resumed, history_ends_in_calls, stream_tool_then_text,
         stream_parallel_calls,
         stream_output_retry, stream_unknown_tool, stream_invalid_args, stream_settings, stream_instructions,

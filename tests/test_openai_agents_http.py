@@ -4,6 +4,8 @@ chat-completions model; usage as the server reports it, and a Stop drops the con
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from agents import (
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
     RunConfig,
+    Runner,
     function_tool,
     set_tracing_disabled,
 )
@@ -145,3 +148,39 @@ def test_a_stop_while_the_model_thinks_keeps_that_model_calls_step_and_drops_the
 
         more = nbagent.run(agent, "go on", reset=False)
         assert more.status == "success" and more.output == "Going on."
+
+
+def test_plain_and_nbagent_runs_through_the_default_client_mix_as_in_a_kernel():
+    """``Runner.run`` on another running loop (the kernel's), then nbagent, then plain again, all
+    through the SDK's default client: each works, and that client stays the user's."""
+    from agents import set_default_openai_client
+    from agents.models import _openai_shared
+
+    kernel_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=kernel_loop.run_forever, daemon=True)
+    thread.start()
+    before = _openai_shared.get_default_openai_client()
+    try:
+        with OpenAIServer([Stream("plain."), Stream("nbagent."), Stream("plain again.")]) as server:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="test-key")
+            set_default_openai_client(client)
+            agent = Agent(name="mixer", model="test-model")
+
+            async def streamed(task: str) -> str:  # as the server answers
+                result = Runner.run_streamed(agent, task)
+                async for _ in result.stream_events():
+                    pass
+                return result.final_output
+
+            def plainly(task: str) -> str:
+                return asyncio.run_coroutine_threadsafe(streamed(task), kernel_loop).result(timeout=20)
+
+            assert plainly("one") == "plain."
+            record = nbagent.run(agent, "two", display=False)
+            assert (record.status, record.error, record.output) == ("success", None, "nbagent.")
+            assert plainly("three") == "plain again."
+            assert _openai_shared.get_default_openai_client() is client
+    finally:
+        _openai_shared.set_default_openai_client(before)
+        kernel_loop.call_soon_threadsafe(kernel_loop.stop)
+        thread.join(timeout=5)

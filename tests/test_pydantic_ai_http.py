@@ -3,6 +3,8 @@ server (tests/openai_server.py): usage as the server reports it, and a Stop drop
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
@@ -71,3 +73,39 @@ def test_stop_mid_stream_drops_the_connection_and_the_run_can_go_on():
         sent = server.requests[1].body["messages"]
         assert [m["role"] for m in sent] == ["user", "assistant", "user"]
         assert sent[1]["content"].startswith("word word")
+
+
+def test_plain_and_nbagent_runs_of_one_agent_mix_as_in_a_kernel():
+    """A plain ``agent.run`` on another running loop (the kernel's), then nbagent, then plain again:
+    each works, and the user's provider keeps its own client."""
+
+    async def drain(ctx, events) -> None:
+        async for _ in events:
+            pass
+
+    kernel_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=kernel_loop.run_forever, daemon=True)
+    thread.start()
+
+    def plainly(agent: Agent, task: str) -> str:
+        run = agent.run(task, event_stream_handler=drain)  # streamed, as the server answers
+        return asyncio.run_coroutine_threadsafe(run, kernel_loop).result(timeout=20).output
+
+    try:
+        replies = [Stream("plain."), Stream("nbagent."), Stream("plain again."), Stream("nbagent again.")]
+        with OpenAIServer(replies) as server:
+            agent = agent_on(server)
+            provider = agent.model.provider
+            client, http_client = provider.client, provider._own_http_client
+
+            assert plainly(agent, "one") == "plain."
+            record = nbagent.run(agent, "two", display=False)
+            assert (record.status, record.error, record.output) == ("success", None, "nbagent.")
+            assert plainly(agent, "three") == "plain again."
+            assert nbagent.run(agent, "four", display=False).output == "nbagent again."
+
+            assert agent.model.provider is provider and provider.client is client
+            assert provider._own_http_client is http_client and not http_client.is_closed
+    finally:
+        kernel_loop.call_soon_threadsafe(kernel_loop.stop)
+        thread.join(timeout=5)

@@ -70,6 +70,7 @@ import sys
 from typing import Any
 
 from nbagent.adapters import instance_of
+from nbagent.adapters.openai_agents_clients import own_client
 from nbagent.adapters.openai_agents_records import (
     HANDED_BACK,
     arguments_of,
@@ -183,10 +184,12 @@ class OpenAIAgentsSource(Source):
         output. The keywords are ``Runner.run_streamed``'s own and pass through unchanged (see
         ``_declare_run_keywords``), but for ``include_usage`` (see the module's note)."""
         run_input = self._input(task, ctx, reset, options)
-        options = {**options, "run_config": with_usage_asked(self.agent, options.get("run_config"))}
-        if options["run_config"] is None:
-            del options["run_config"]
-        return await self._run(run_input, ctx, options)
+        run_config = with_usage_asked(self.agent, options.get("run_config"))
+        async with own_client(run_config) as run_config:
+            options = {**options, "run_config": run_config}
+            if options["run_config"] is None:
+                del options["run_config"]
+            return await self._run(run_input, ctx, options)
 
     def _input(self, task: Any, ctx: RunContext, reset: bool, options: dict[str, Any]) -> Any:
         from agents import RunState

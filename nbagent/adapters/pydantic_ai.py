@@ -66,6 +66,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbagent.adapters import instance_of
+from nbagent.adapters.pydantic_ai_clients import own_client
 from nbagent.adapters.pydantic_ai_records import (
     agent_name,
     chat_messages,
@@ -185,8 +186,12 @@ class PydanticAISource(Source):
         options.setdefault("infer_name", False)  # the agent's name stays as it is
         run = pending = None
         failed = False
+        model = options.get("model") or self.agent.model
         try:
-            async with self.agent.iter(task, **options) as run:
+            async with (
+                own_client(model) as for_run,
+                self.agent.iter(task, **_using(options, model, for_run)) as run,
+            ):
                 steps.begin(run)
                 async for node in run:
                     if Agent.is_model_request_node(node):
@@ -231,6 +236,11 @@ class PydanticAISource(Source):
                 messages = _continuable(run.all_messages(), pending, failed and handler is None)
                 ctx.keep_history(messages)
                 ctx.messages = chat_messages(messages)
+
+
+def _using(options: dict[str, Any], model: Any, for_run: Any) -> dict[str, Any]:
+    """``options`` with the run's own copy of ``model`` when it got one (``pydantic_ai_clients``)."""
+    return options if for_run is model else {**options, "model": for_run}
 
 
 def _continuable(messages: list[Any], pending: Any, failed: bool) -> list[Any]:
