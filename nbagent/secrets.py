@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nbagent.text import map_strings
+
 MASK = "***"
 
 Replacement = str | Callable[[re.Match[str]], str]
@@ -343,29 +345,15 @@ _CREDENTIAL_KEYS = frozenset(
 """Keys of a mapping whose text value is a credential, whatever it looks like (``{"password": "x"}``)."""
 
 
-def scrub_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
+def scrub_value(value: Any) -> Any:
     """``value`` with every string in it (nested in plain lists, tuples and dicts) scrubbed, and
-    the text under a credential-named key (``"password"``, ``"api_key"``...) hidden. Other values
-    are returned as they are; a container with nothing to hide is returned itself, not copied; one
-    met again inside itself (a cycle), or nested past 32 levels, is left as it is."""
-    if isinstance(value, str):
-        return scrub(value)
-    kind = type(value)
-    if kind is not dict and kind is not list and kind is not tuple:
-        return value
-    if id(value) in _seen or len(_seen) > 32:
-        return value
-    seen = _seen | {id(value)}
-    if kind is dict:
-        items = [
-            (k, MASK if _names_credential(k) and isinstance(v, str) and v else scrub_value(v, seen))
-            for k, v in value.items()
-        ]
-        changed = any(v is not v0 for (_, v), v0 in zip(items, value.values(), strict=True))
-        return dict(items) if changed else value
-    scrubbed = [scrub_value(v, seen) for v in value]
-    changed = any(v is not v0 for v, v0 in zip(scrubbed, value, strict=True))
-    return kind(scrubbed) if changed else value
+    the text under a credential-named key (``"password"``, ``"api_key"``...) hidden; otherwise as
+    ``nbagent.text.map_strings`` maps (containers with nothing to hide are not copied)."""
+    return map_strings(value, scrub, _hide_credential_entry)
+
+
+def _hide_credential_entry(key: Any, item: Any, again: Callable[[Any], Any]) -> tuple[Any, Any]:
+    return key, MASK if _names_credential(key) and isinstance(item, str) and item else again(item)
 
 
 def _names_credential(key: Any) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -35,29 +36,49 @@ def clean(text: str) -> str:
     return text
 
 
-def clean_value(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
-    """``value`` with every string in it (nested in plain lists, tuples and dicts) cleaned; other
-    values are returned as they are. Used on tool arguments and results, usually JSON-like data.
-    A container with nothing to clean is returned itself, not copied (the record keeps the very
-    object the tool or agent returned); one met again inside itself (a cycle), or nested past 32
-    levels, is left as it is."""
+Entry = Callable[[Any, Any, Callable[[Any], Any]], tuple[Any, Any]]
+"""Maps one dict entry for ``map_strings``: ``(key, item, again) -> (key, item)``."""
+
+
+def map_strings(value: Any, on_text: Callable[[str], str], on_entry: Entry | None = None) -> Any:
+    """``value`` with ``on_text`` applied to every string in it (nested in plain lists, tuples and
+    dicts); ``on_entry(key, item, again)`` maps a dict's entry (default: both through ``again``,
+    this same mapping). Other values are returned as they are. A container with nothing changed
+    is returned itself, not copied (the record keeps the very object the tool or agent returned);
+    one met again inside itself (a cycle), or nested past 32 levels, is left as it is."""
+    return _map_strings(value, on_text, on_entry, frozenset())
+
+
+def _map_strings(
+    value: Any, on_text: Callable[[str], str], on_entry: Entry | None, seen: frozenset[int]
+) -> Any:
     if isinstance(value, str):
-        return clean(value)
+        return on_text(value)
     kind = type(value)
     if kind is not dict and kind is not list and kind is not tuple:
         return value
-    if id(value) in _seen or len(_seen) > 32:
+    if id(value) in seen or len(seen) > 32:
         return value
-    seen = _seen | {id(value)}
+    inner = seen | {id(value)}
+
+    def again(item: Any) -> Any:
+        return _map_strings(item, on_text, on_entry, inner)
+
     if kind is dict:
-        items = [(clean_value(k, seen), clean_value(v, seen)) for k, v in value.items()]
+        items = [on_entry(k, v, again) if on_entry else (again(k), again(v)) for k, v in value.items()]
         changed = any(
             k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)
         )
         return dict(items) if changed else value
-    cleaned = [clean_value(v, seen) for v in value]
-    changed = any(v is not v0 for v, v0 in zip(cleaned, value, strict=True))
-    return kind(cleaned) if changed else value
+    mapped = [again(v) for v in value]
+    changed = any(v is not v0 for v, v0 in zip(mapped, value, strict=True))
+    return kind(mapped) if changed else value
+
+
+def clean_value(value: Any) -> Any:
+    """``value`` with every string in it cleaned (``map_strings``). Used on tool arguments and
+    results, usually JSON-like data."""
+    return map_strings(value, clean)
 
 
 def _placeholder(value: Any, exc: BaseException) -> str:
