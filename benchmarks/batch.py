@@ -51,6 +51,7 @@ from nbagent.analytics.store import writer as store_writer
 from nbagent.batches import batch
 from nbagent.models import ScriptedModel, ToolCall
 from nbagent.models.scripted import Reply
+from nbagent.runtime.source import Source
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # kernel_support, batch_agents
@@ -252,7 +253,7 @@ def ray_part(tasks: int, live: int) -> dict[str, float]:
 # -- 3. the store ---------------------------------------------------------------------------------
 
 
-class StepSource:
+class StepSource(Source):
     """A run of ``steps`` steps, each as an agent's step reports it (its text, usage, a tool call),
     yielding to the loop between steps as a real run waits for its model: the store's load
     without the agent loop's own per-step cost."""

@@ -124,6 +124,8 @@ def as_source(agent: Any) -> Source:
         names = [adapter.framework for adapter in ADAPTERS]
         known = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
         built = f" ({agent.__name__} is a function: call it)" if inspect.isfunction(agent) else ""
+        if callable(getattr(agent, "drive", None)):
+            built = " (it has a drive method: subclass nbagent.runtime.source.Source, see docs/adapters.md)"
         raise TypeError(
             f"nbagent cannot run {type(agent).__name__}{built}: pass an nbagent.Agent, or an agent of {known}"
         )
