@@ -216,9 +216,11 @@ class RunStore:
             raise StoreError(f"{self.path} is closed: open a new RunStore({str(self.path)!r}) to use it")
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued write of this store is done; False if ``timeout`` passed first."""
+        """Wait until every write queued so far is done (not those live runs queue meanwhile: a
+        flush during a run returns once the run's steps so far are stored); False if ``timeout``
+        passed first."""
         try:
-            self._queue.drained().result(timeout)
+            self._queue.passed().result(timeout)
         except FutureTimeout:
             return False
         return True
