@@ -53,10 +53,14 @@ class _ShownText:
         self.scrub = StreamScrub()
         self.text = ""
 
-    def catch_up(self, pieces: list[str]) -> str:
+    def catch_up(self, pieces: list[str], complete: bool) -> str:
+        """The text to show of ``pieces``; ``complete``: the model's reply is whole (it ended, or
+        its tool calls began), so nothing is held back any more."""
         if self.fed < len(pieces):
             self.text += self.scrub.feed("".join(pieces[self.fed :]))
             self.fed = len(pieces)
+        if complete:
+            self.text += self.scrub.flush()
         return self.text
 
 
@@ -286,7 +290,7 @@ class Recorder:
 
     def live_text(self, step: int) -> str:
         """The text streamed so far in ``step``, scrubbed of credentials, less a tail that may
-        still become one (it shows once the text goes on, or when the step ends)."""
+        still become one (it shows once the text goes on, the reply ends, or the step ends)."""
         with self._lock:
             return self._shown_text(step)
 
@@ -300,7 +304,8 @@ class Recorder:
         shown = self._shown.get(number)
         if shown is None:
             shown = self._shown[number] = _ShownText()
-        return shown.catch_up(pieces)
+        complete = step is not None and (step.model_ended_at is not None or bool(step.tool_calls))
+        return shown.catch_up(pieces, complete)
 
 
 _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
