@@ -299,6 +299,21 @@ class KernelDriver:
     def outputs_of(self, msg_id: str) -> list[Received]:
         return [r for r in self.received if r.parent_id == msg_id]
 
+    def last_update(self, display_id: str) -> dict[str, Any]:
+        """The bundle of the last update of ``display_id`` (a view's static final state)."""
+        updates = [
+            r.content["data"]
+            for r in self.received
+            if r.type == "update_display_data"
+            and r.content.get("transient", {}).get("display_id") == display_id
+        ]
+        assert updates, f"no update for display {display_id}"
+        return updates[-1]
+
+    def shown(self, view: str) -> str:
+        """The text the widget view ``view`` shows."""
+        return html_text(self.widgets.text_under(view))
+
     # -- acting ----------------------------------------------------------------------------
 
     def submit(self, code: str) -> str:

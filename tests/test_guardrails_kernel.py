@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kernel_support import KernelDriver, html_problems, html_text
+from kernel_support import KernelDriver, html_problems
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 
@@ -51,10 +51,6 @@ def type_into(kernel: KernelDriver, model_id: str, value: str) -> None:
     kernel.kc.shell_channel.send(kernel.kc.session.msg("comm_msg", content))
 
 
-def shown(kernel: KernelDriver, view: str) -> str:
-    return html_text(kernel.widgets.text_under(view))
-
-
 def buttons(kernel: KernelDriver, view: str, description: str) -> list[str]:
     return [
         m
@@ -70,7 +66,7 @@ def test_approve_and_deny_clicks_decide_the_pending_calls(kernel: KernelDriver) 
         "run = nbagent.start(mailer(('m1', 'a@example.com'), ('m2', 'b@example.com')), 'mail')"
     ).widget_view()
     kernel.wait_for(lambda: len(buttons(kernel, view, "Approve")) == 2, what="two Approve buttons")
-    text = shown(kernel, view)
+    text = kernel.shown(view)
     assert "waits for your approval" in text and "<script>alert(1)</script>" in text  # in full, as text
     assert not html_problems(kernel.widgets.text_under(view))
     approve_first = buttons(kernel, view, "Approve")[0]
@@ -110,11 +106,11 @@ def test_the_header_shows_each_limit_as_a_meter_and_the_end_names_the_tripped_on
     )
     view = kernel.execute(code).widget_view()
     kernel.wait_for(
-        lambda: "output tokens" in shown(kernel, view) and "/ 400" in shown(kernel, view), what="meters"
+        lambda: "output tokens" in kernel.shown(view) and "/ 400" in kernel.shown(view), what="meters"
     )
-    assert "time" in shown(kernel, view) and "/ 10 min 00 s" in shown(kernel, view)
+    assert "time" in kernel.shown(view) and "/ 10 min 00 s" in kernel.shown(view)
     assert not html_problems(kernel.widgets.text_under(view))
     out = kernel.execute("r = await run\nprint(r.status, r.stop_reason)").stdout
     assert out.split() == ["limit", "max_output_tokens"]
-    kernel.wait_for(lambda: "■ limit" in shown(kernel, view), what="the limit badge")
-    assert "limit max_output_tokens reached" in shown(kernel, view)
+    kernel.wait_for(lambda: "■ limit" in kernel.shown(view), what="the limit badge")
+    assert "limit max_output_tokens reached" in kernel.shown(view)

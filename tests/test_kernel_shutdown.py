@@ -23,10 +23,6 @@ talker = nbagent.Agent(ScriptedModel(["word " * 5000], tokens_per_s=150, first_t
 """
 
 
-def shown(kernel: KernelDriver, view: str) -> str:
-    return html_text(kernel.widgets.text_under(view))
-
-
 def last_update(kernel: KernelDriver, display_id: str) -> dict:
     """The bundle of the last update of ``display_id``."""
     updates = [
@@ -43,7 +39,7 @@ def start_talking(kernel: KernelDriver, store: Path) -> tuple[str, str, str]:
     kernel.execute(SETUP + f"nbagent.configure(store={str(store)!r})")
     execution = kernel.execute("run = nbagent.start(talker, 'talk')\nprint(run.run_id)")
     view = execution.widget_view()
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     return execution.stdout.strip(), view, execution.display_id() or ""
 
 
@@ -58,8 +54,8 @@ def test_a_kernel_restart_mid_run_stores_it_interrupted_by_the_shutdown_and_its_
         kernel.pump(0.2)
         stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
         assert kernel.widgets.states[stop]["disabled"] is True
-        assert "■ interrupted" in shown(kernel, view)
-        final = html_text(last_update(kernel, display_id)["text/html"])  # static HTML, no widget
+        assert "■ interrupted" in kernel.shown(view)
+        final = html_text(kernel.last_update(display_id)["text/html"])  # static HTML, no widget
         assert "■ interrupted" in final and "Stop" not in final
     record = nbagent.RunStore(store).record(run_id)
     assert (record.status, record.stop_reason, record.error) == ("interrupted", "shutdown", None)

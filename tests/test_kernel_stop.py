@@ -68,21 +68,6 @@ def start_view(kernel: KernelDriver, code: str) -> tuple[Execution, str]:
     return execution, execution.widget_view()
 
 
-def shown(kernel: KernelDriver, view: str) -> str:
-    return html_text(kernel.widgets.text_under(view))
-
-
-def final_display(kernel: KernelDriver, display_id: str) -> dict:
-    """The bundle of the last update of ``display_id`` (the static final state)."""
-    updates = [
-        r.content["data"]
-        for r in kernel.received
-        if r.type == "update_display_data" and r.content.get("transient", {}).get("display_id") == display_id
-    ]
-    assert updates, f"no update for display {display_id}"
-    return updates[-1]
-
-
 def kernel_errors(kernel: KernelDriver, since: int) -> list[str]:
     """Tracebacks and stderr the kernel published after message ``since``."""
     return [
@@ -103,16 +88,16 @@ def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
     # A 20 s step: the click lands mid-stream however slow a loaded machine delivers it.
     execution, view = start_view(kernel, "run = nbagent.start(talker(words=3000), 'talk')")
     stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.click(stop)
-    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    kernel.wait_for(lambda: "■ interrupted" in kernel.shown(view), what="the view to say interrupted")
     code = "r = await run\ncut = r.steps[-1]\nprint(r.status, cut.interrupted, len(cut.model_output))"
     status, interrupted, said = kernel.execute(code).stdout.split()
     assert (status, interrupted) == ("interrupted", "True")
     assert 0 < int(said) < len("word " * 3000)  # cut mid-stream
-    assert "stopped here" in shown(kernel, view)
+    assert "stopped here" in kernel.shown(view)
     assert kernel.widgets.states[stop]["disabled"] is True
-    final = final_display(kernel, execution.display_id())
+    final = kernel.last_update(execution.display_id())
     assert "■ interrupted" in html_text(final["text/html"])
     assert "application/vnd.jupyter.widget-view+json" not in final
 
@@ -120,9 +105,9 @@ def test_stop_button_interrupts_mid_stream(kernel: KernelDriver) -> None:
 def test_stop_after_step_button_lets_the_step_finish(kernel: KernelDriver) -> None:
     _, view = start_view(kernel, "run = nbagent.start(talker(words=300), 'talk')")  # 2 s steps
     after = kernel.widgets.find_under(view, "ButtonModel", description="Stop after step")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.click(after)
-    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    kernel.wait_for(lambda: "■ interrupted" in kernel.shown(view), what="the view to say interrupted")
     out = kernel.execute(
         "r = await run\n"
         "print(r.status, len(r.steps), any(s.interrupted for s in r.steps), {c.status for c in r.tool_calls})"
@@ -138,11 +123,11 @@ def test_a_second_click_and_a_click_on_the_other_button_change_nothing(kernel: K
     _, view = start_view(kernel, "run = nbagent.start(talker(), 'talk')")
     stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
     after = kernel.widgets.find_under(view, "ButtonModel", description="Stop after step")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.click(stop)
     kernel.click(stop)
     kernel.click(after)
-    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the view to say interrupted")
+    kernel.wait_for(lambda: "■ interrupted" in kernel.shown(view), what="the view to say interrupted")
     kernel.click(stop)
     out = kernel.execute("r = await run; print(r.status, r.steps[-1].interrupted, run.interrupt())").stdout
     assert out.split() == ["interrupted", "True", "False"]
@@ -153,12 +138,12 @@ def test_a_click_after_the_end_changes_nothing(kernel: KernelDriver) -> None:
     since = len(kernel.received)
     code = "run = nbagent.start(talker(steps=1, tokens_per_s=1e6), 'quick')\nr = await run"
     _, view = start_view(kernel, code)
-    assert "✓ success" in shown(kernel, view)
+    assert "✓ success" in kernel.shown(view)
     kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop"))
     kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop after step"))
     out = kernel.execute("print(run.status, run.record.status, r.status, r.output)").stdout
     assert out.split() == ["success", "success", "success", "done"]
-    assert "✓ success" in shown(kernel, view)
+    assert "✓ success" in kernel.shown(view)
     assert kernel_errors(kernel, since) == []
 
 
@@ -187,7 +172,7 @@ def test_jupyter_interrupt_stops_a_blocking_run_the_cell_fails_after_the_record_
     msg_id = kernel.submit("r = nbagent.run(talker(words=2000), 'talk for long')")
     queued = kernel.submit("print('the queued cell ran')")
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view of the blocking run")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
     assert (execution.reply["status"], execution.reply["ename"]) == ("error", "StoppedByKeyboard")
@@ -198,8 +183,8 @@ def test_jupyter_interrupt_stops_a_blocking_run_the_cell_fails_after_the_record_
         " sys.last_value.record.run_id == last.run_id)"
     ).stdout
     assert out.split() == ["interrupted", "keyboard", "True", "True"]
-    assert "■ interrupted" in shown(kernel, view)
-    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "■ interrupted" in kernel.shown(view)
+    final = html_text(kernel.last_update(execution.display_id())["text/html"])
     assert "■ interrupted" in final and "Stop" not in final  # the static end state has no buttons
 
 
@@ -208,18 +193,18 @@ def test_stop_buttons_of_a_blocking_run_are_disabled_with_a_notice_and_jupyter_i
 ) -> None:
     msg_id = kernel.submit("r = nbagent.run(talker(words=2000), 'blocking')")
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view of the blocking run")
-    kernel.wait_for(lambda: BLOCKING in shown(kernel, view), what="the blocking notice")
+    kernel.wait_for(lambda: BLOCKING in kernel.shown(view), what="the blocking notice")
     buttons = stop_buttons(kernel, view)
     assert [b["disabled"] for b in buttons] == [True, True]
     assert all("■ Interrupt" in b["tooltip"] for b in buttons)
     kernel.click(kernel.widgets.find_under(view, "ButtonModel", description="Stop"))  # as a stale page might
-    said = len(shown(kernel, view))
-    kernel.wait_for(lambda: len(shown(kernel, view)) > said + 500, what="the run to go on streaming")
-    assert "● running" in shown(kernel, view)  # the click waits behind the cell: why the button is disabled
+    said = len(kernel.shown(view))
+    kernel.wait_for(lambda: len(kernel.shown(view)) > said + 500, what="the run to go on streaming")
+    assert "● running" in kernel.shown(view)  # the click waits behind the cell: why the button is disabled
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
     assert execution.reply["ename"] == "StoppedByKeyboard"
-    assert "■ interrupted" in shown(kernel, view) and BLOCKING not in shown(kernel, view)
+    assert "■ interrupted" in kernel.shown(view) and BLOCKING not in kernel.shown(view)
     assert kernel.execute("print(nbagent.history.last().status)").stdout.strip() == "interrupted"
 
 
@@ -231,7 +216,7 @@ def test_a_blocking_wait_warns_once_and_a_timeout_gives_the_buttons_back(kernel:
     kernel.wait_for(
         lambda: [b["disabled"] for b in stop_buttons(kernel, view)] == [False, False], what="buttons"
     )
-    assert BLOCKING not in shown(kernel, view)
+    assert BLOCKING not in kernel.shown(view)
     assert any(BLOCKING in html_text(v) for v in kernel.widgets.values_ever(view))
     kernel.execute(wait)
     stderr = "".join(
@@ -256,7 +241,7 @@ def test_jupyter_interrupt_during_an_await_interrupts_the_run_at_once_and_fails_
     msg_id = kernel.submit(code)  # the run would stream for 20 s
     queued = kernel.submit("print('the queued cell ran')")
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     sent = time.monotonic()
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
@@ -278,7 +263,7 @@ def test_jupyter_interrupt_during_a_gather_of_two_runs_stops_both_and_the_kernel
     )
     msg_id = kernel.submit(code)
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the first view")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
     assert (
@@ -296,7 +281,7 @@ def test_jupyter_interrupt_during_another_await_stops_the_runs_the_cell_started_
     code = "import asyncio\nrun = nbagent.start(talker(words=3000), 'talk')\nawait asyncio.sleep(120)"
     msg_id = kernel.submit(code)
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.interrupt()
     execution = kernel.result(msg_id, timeout=60)
     assert (execution.reply["status"], execution.reply["ename"]) == ("error", "CancelledError")
@@ -325,7 +310,7 @@ def test_a_keyboard_stop_traceback_shows_the_users_line_and_only_the_frame_that_
 ) -> None:
     msg_id = kernel.submit(code)
     view = kernel.wait_for(lambda: _view_of(kernel, msg_id), what="the view")
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="streamed words")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="streamed words")
     kernel.interrupt()
     reply = kernel.result(msg_id, timeout=60).reply
     assert reply["ename"] == "StoppedByKeyboard"
@@ -339,12 +324,12 @@ def test_a_keyboard_stop_traceback_shows_the_users_line_and_only_the_frame_that_
 def follows_to_the_end(kernel: KernelDriver, execution: Execution) -> None:
     """``execution`` displayed a view of the live ``run``: it follows the run to its Stop."""
     view = execution.widget_view()
-    kernel.wait_for(lambda: "word word" in shown(kernel, view), what="the run so far")
+    kernel.wait_for(lambda: "word word" in kernel.shown(view), what="the run so far")
     kernel.execute("run.interrupt()\nr = await run")
-    kernel.wait_for(lambda: "■ interrupted" in shown(kernel, view), what="the end")
+    kernel.wait_for(lambda: "■ interrupted" in kernel.shown(view), what="the end")
     stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
     assert kernel.widgets.states[stop]["disabled"] is True
-    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    final = html_text(kernel.last_update(execution.display_id())["text/html"])
     assert "■ interrupted" in final and "Stop" not in final
 
 
@@ -402,8 +387,8 @@ def test_text_that_is_not_utf8_and_values_that_cannot_print_end_in_a_static_fina
     since = len(kernel.received)
     execution, view = start_view(kernel, ODD_VALUES)
     assert execution.stdout.split() == ["success"]
-    assert "✓ success" in shown(kernel, view)
-    final = html_text(final_display(kernel, execution.display_id())["text/html"])
+    assert "✓ success" in kernel.shown(view)
+    final = html_text(kernel.last_update(execution.display_id())["text/html"])
     assert "✓ success" in final and "<unprintable" in final and "\\ud800" in final
     assert kernel_errors(kernel, since) == []
 
@@ -422,13 +407,13 @@ run = nbagent.start(nbagent.Agent(model, tools=[echo, fail], name=payload), payl
 r = await run
 """
     execution, view = start_view(kernel, code)
-    assert "✓ success" in shown(kernel, view)
+    assert "✓ success" in kernel.shown(view)
     values = list(kernel.widgets.values_ever(view))
     assert len(values) > 10
     for value in values:
         assert html_problems(value) == [], value
-    final = final_display(kernel, execution.display_id())["text/html"]
+    final = kernel.last_update(execution.display_id())["text/html"]
     assert html_problems(final) == []
     for piece in CORPUS:
-        assert piece in shown(kernel, view)
+        assert piece in kernel.shown(view)
         assert piece in html_text(final)
