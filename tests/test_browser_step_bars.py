@@ -1,7 +1,7 @@
 """Step bars stay inside their track in a real browser, however short the run: a run of a few
-milliseconds, and one whose last step closed after the run's own clock, with a cut step whose
-"cut at" label sits right of the bar (headless Debian Chromium, the static HTML a saved notebook
-keeps)."""
+milliseconds, one of sub-millisecond steps, and one whose last step closed after the run's own
+clock, with a cut step whose "cut at" label sits right of the bar (headless Debian Chromium, the
+static HTML a saved notebook keeps)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,12 @@ def short_runs() -> list[nbagent.RunRecord]:
     last = record.steps[-1]
     cut = dataclasses.replace(last, interrupted=True, end_s=last.end_s + 0.004)
     late = dataclasses.replace(record, steps=[*record.steps[:-1], cut], duration_s=last.start_s)
-    return [record, late]
+    # Sub-millisecond steps: at the HTML's millisecond precision the last step starts where the run
+    # ends and spans all of it (a fast machine's real run looks like this).
+    first = dataclasses.replace(record.steps[0], start_s=0.0, end_s=0.0005)
+    tiny = dataclasses.replace(last, start_s=0.0006, end_s=0.0012)
+    instant = dataclasses.replace(record, steps=[first, tiny], duration_s=0.0012)
+    return [record, late, instant]
 
 
 def test_step_bars_of_a_very_short_run_stay_inside_their_track() -> None:

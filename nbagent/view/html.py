@@ -91,7 +91,8 @@ STYLE = """<style>
 .nbagent-bar > span { position: absolute; top: 0; height: 6px; border-radius: 3px; min-width: 2px;
   background: var(--jp-brand-color2, #64b5f6);
   left: min(calc(var(--nbagent-start) / var(--nbagent-total) * 100%), calc(100% - 2px));
-  width: min(calc(var(--nbagent-span) / var(--nbagent-total) * 100%), 100%); }
+  width: min(calc(var(--nbagent-span) / var(--nbagent-total) * 100%),
+    calc(100% - var(--nbagent-start) / var(--nbagent-total) * 100%)); }
 .nbagent-bar > span.nbagent-live {
   width: max(calc((var(--nbagent-total) - var(--nbagent-start)) / var(--nbagent-total) * 100%), 2px); }
 .nbagent-bar > span.nbagent-cut { background: var(--jp-warn-color2, #ffb74d); }
