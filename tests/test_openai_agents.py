@@ -24,7 +24,7 @@ from agents.usage import Usage
 from conftest import wait_until
 
 import nbagent
-from nbagent.adapters import openai_agents as adapter
+from nbagent.adapters.openai_agents import source as adapter
 from nbagent.adapters import source_for
 
 pytestmark = pytest.mark.needs("openai-agents")

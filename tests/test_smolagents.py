@@ -36,7 +36,7 @@ from smolagents_fakes import (
 
 import nbagent
 from nbagent import events as ev
-from nbagent.adapters import smolagents as adapter
+from nbagent.adapters.smolagents import source as adapter
 from nbagent.extras import install_hint
 from nbagent.runtime.cancel import current_scope
 from nbagent.secrets import StreamScrub

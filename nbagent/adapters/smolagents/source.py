@@ -2,16 +2,16 @@
 
 ``nbagent.start(agent, task)`` on a smolagents agent gets the same live view, Stop button and
 records as a native agent, and the agent behaves exactly as under ``agent.run``: a worker thread
-(``smolagents_worker``) runs the real ``agent.run(task, stream=True, ...)`` on the user's own
+(``smolagents.worker``) runs the real ``agent.run(task, stream=True, ...)`` on the user's own
 agent, model and tools, none of them wrapped or swapped (the only stand-ins are the tools a
 ``LocalPythonExecutor`` holds, which smolagents itself rebuilds every run), and this module
 translates what the stream yields (``PlanningStep``, ``ActionStep``, ``FinalAnswerStep``,
 ``ToolCall``, ``ToolOutput``, ``ChatMessageStreamDelta``) into nbagent events on the runner's
 loop. smolagents' ``run()`` options (``images``, ``additional_args``, ``max_steps``) pass through.
-smolagents' console output is silenced while a view shows the run (``smolagents_console``).
+smolagents' console output is silenced while a view shows the run (``smolagents.console``).
 
 How a Stop lands. ``interrupt("now")`` cancels ``drive``, which stops the run's ``StopSwitch``
-(``smolagents_stop``: an exception in the threads working for the run, its sockets shut down, so
+(``smolagents.stop``: an exception in the threads working for the run, its sockets shut down, so
 the model server sees the client go) and returns at once, without waiting for the worker: the
 record is complete when the Stop returns. The worker unwinds within milliseconds, or, if it is
 blocked in C without a socket of the run, as soon as that call returns; ``wait_idle(agent)`` tells
@@ -34,7 +34,7 @@ included, which smolagents' Monitor leaves out; once per step, never also per st
 its error. The ``ActionStep`` smolagents yields twice at max steps (#1816) closes the final-answer
 step instead; the run ends ``"max_steps"`` and keeps the answer smolagents forced. A
 ``CodeAgent``'s code runs as one ``python_interpreter`` tool call; the tools and managed agents it
-calls show as tool calls too. The translator is ``smolagents_translate``.
+calls show as tool calls too. The translator is ``smolagents.stream``.
 
 Approvals. ``start(agent, task, approve=...)`` (names or a predicate; a smolagents tool with
 ``requires_approval = True`` too) makes calls wait for a person, in the worker thread, before they
@@ -54,16 +54,16 @@ import contextlib
 from typing import Any
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.smolagents_console import RunConsole, caller_capture
-from nbagent.adapters.smolagents_memory import (
+from nbagent.adapters.smolagents.console import RunConsole, caller_capture
+from nbagent.adapters.smolagents.records import (
     agent_name,
     model_name,
     records_from_smolagents,
     require_smolagents,
 )
-from nbagent.adapters.smolagents_stop import RunStopped, agent_tree
-from nbagent.adapters.smolagents_translate import Translator
-from nbagent.adapters.smolagents_worker import (
+from nbagent.adapters.smolagents.stop import RunStopped, agent_tree
+from nbagent.adapters.smolagents.stream import Translator
+from nbagent.adapters.smolagents.worker import (
     Done,
     Entry,
     Worker,
@@ -149,7 +149,7 @@ class SmolagentsSource(Source):
             raise AgentError(
                 f"the interrupted run of {self.name} is still {previous.phase} in the background "
                 f"after {self.join_timeout_s:g} s; wait for it "
-                "(nbagent.adapters.smolagents.wait_idle(agent)) or use a new agent"
+                "(nbagent.adapters.smolagents.source.wait_idle(agent)) or use a new agent"
             ) from None
         ctx.dequeued()
 

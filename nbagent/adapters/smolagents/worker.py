@@ -21,7 +21,7 @@ smolagents yields, which for a ``ToolCallingAgent`` comes before any call of its
 each call from code) is first counted against ``max_tool_calls`` (``tool_call_allowed``): one
 over the budget stops the run before it starts. Then it waits for its approval, if it needs one.
 
-A Stop (``StopSwitch``, see ``smolagents_stop``) raises ``RunStopped`` in the worker. The stream is
+A Stop (``StopSwitch``, see ``smolagents.stop``) raises ``RunStopped`` in the worker. The stream is
 then let run to its end, never closed mid-step (smolagents #2703): smolagents' own ``finally``
 yields the cut ``ActionStep`` into memory, and the worker marks it interrupted so a continued run
 tells the model.
@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nbagent.adapters.smolagents_console import RunConsole
-from nbagent.adapters.smolagents_memory import interrupted_step_error
-from nbagent.adapters.smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
+from nbagent.adapters.smolagents.console import RunConsole
+from nbagent.adapters.smolagents.records import interrupted_step_error
+from nbagent.adapters.smolagents.stop import RunStopped, StopSwitch, agent_tree, current_switch
 from nbagent.errors import describe
 from nbagent.guardrails.approvals import Approvals, Decision, denial_observation
 from nbagent.guardrails.limits import tool_call_allowed
