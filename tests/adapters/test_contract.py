@@ -27,12 +27,7 @@ GAPS: dict[tuple[str, str], str] = {
 }
 """(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
 
-SOMETIMES: dict[tuple[str, str], str] = {
-    ("test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step", "langgraph"): (
-        "LangGraph: about one run in ten, the tool running when a Stop after step arrives ends "
-        "cancelled instead of finishing (a race between the drain request and the tools node)"
-    ),
-}
+SOMETIMES: dict[tuple[str, str], str] = {}
 """(scenario, framework) -> a gap that shows only sometimes (a race): a non-strict xfail."""
 
 HOOKS = (

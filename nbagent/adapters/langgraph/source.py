@@ -88,8 +88,6 @@ from nbagent.text import safe_text, shorten
 __all__ = ["LangGraphSource", "is_langgraph_graph", "records_from_langgraph"]
 
 BASE_MODES = ("messages", "updates", "tasks", "values")
-DRAIN_POLL_S = 0.02
-"""How often a run looks for a "Stop after step" while the graph runs."""
 
 _last_threads = IdentityMap()
 """Each graph's newest nbagent-picked or given thread (for ``reset=False`` without a thread)."""
@@ -242,7 +240,7 @@ class LangGraphSource(Source):
         kwargs = {name: value for name, value in kwargs.items() if value is not None}
         graph_input = self._input(task)
         control = RunControl()
-        watcher = asyncio.ensure_future(_drain_on_stop(ctx, control))
+        watcher = asyncio.ensure_future(_drain_on_stop(ctx, control, tracker))
         try:
             while True:
                 tracker.interrupts.clear()
@@ -253,8 +251,8 @@ class LangGraphSource(Source):
                 async with contextlib.aclosing(stream):
                     async for namespace, mode, data in stream:
                         tracker.feed(namespace, mode, data)
-                        if ctx.scope.stop_after_step and not control.drain_requested:
-                            control.request_drain("stopped after the step")
+                        if ctx.scope.stop_after_step and tracker.drain_due():
+                            _drain(control)
                         if on_chunk is not None and mode in extra:
                             on_chunk(namespace, mode, data)
                 self.values = tracker.values
@@ -337,11 +335,18 @@ class LangGraphSource(Source):
         return task  # a graph whose whole state is a list takes the list itself
 
 
-async def _drain_on_stop(ctx: RunContext, control: Any) -> None:
-    """Turn a "Stop after step" into LangGraph's drain: the super-step in flight finishes."""
-    while not ctx.scope.stop_after_step:
-        await asyncio.sleep(DRAIN_POLL_S)
-    control.request_drain("stopped after the step")
+async def _drain_on_stop(ctx: RunContext, control: Any, tracker: StepTracker) -> None:
+    """Turn a "Stop after step" into LangGraph's drain: the super-step in flight finishes. Asked
+    while the step's tool calls wait for their node to start, the drain waits for that node (the
+    stream's next chunk asks for it then): a step is its reply and the calls it made."""
+    await ctx.scope.after_step_requested()
+    if tracker.drain_due():
+        _drain(control)
+
+
+def _drain(control: Any) -> None:
+    if not control.drain_requested:
+        control.request_drain("stopped after the step")
 
 
 def _user_text(message: Any) -> str | None:

@@ -382,6 +382,12 @@ class StepTracker:
         self.asking.clear()
         self._done()
 
+    def drain_due(self) -> bool:
+        """True when a drain now would end the run at a step's end: no tool call is open, or a
+        tool node runs (its super-step finishes). False while the calls of a reply wait for their
+        node to start: a drain then would end the run with the step's calls never run."""
+        return not self.calls or any(node.quiet for node in self.tasks.values())
+
     def open_calls(self) -> dict[str, tuple[str, Any, int]]:
         """The calls made and not answered yet: id -> (tool, arguments, step), for interrupts."""
         return {call_id: (*self.call_info[call_id], number) for call_id, number in self.calls.items()}
