@@ -49,6 +49,7 @@ _RECORDS_FROM = {
     "records_from_pydantic_ai": "pydantic_ai_records",
     "records_from_openai_agents": "openai_agents_records",
     "records_from_langgraph": "langgraph_records",
+    "records_from_adk": "adk",
 }
 
 

@@ -82,6 +82,13 @@ ADAPTERS: list[Adapter] = [
         detects="nbagent.adapters.langgraph:is_langgraph_graph",
         source="nbagent.adapters.langgraph:LangGraphSource",
     ),
+    Adapter(
+        "Google ADK",
+        extra="adk",
+        packages=("google",),
+        detects="nbagent.adapters.adk:is_adk_agent",
+        source="nbagent.adapters.adk.source:AdkSource",
+    ),
 ]
 """The frameworks nbagent runs, in the order detection tries them."""
 _lock = threading.Lock()
