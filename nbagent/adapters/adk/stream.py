@@ -92,13 +92,16 @@ class Translator:
             self._show_nodes()
         return node_id
 
-    def agent_ended(self, node_id: str | None, output: Any = None, error: str | None = None) -> None:
+    def agent_ended(
+        self, node_id: str | None, output: Any = None, error: str | None = None, cut: bool = False
+    ) -> None:
         if node_id is None or node_id not in self.nodes:
             return
         self.nodes.pop(node_id)
         if node_id in self.shown_nodes:
             self.shown_nodes.discard(node_id)
-            self.ctx.node_finished(node_id, "error" if error else "ok", output, error)
+            status: ev.NodeStatus = "cancelled" if cut else "error" if error else "ok"
+            self.ctx.node_finished(node_id, status, output, error)
 
     def _show_nodes(self) -> None:
         for node_id, (name, began) in self.nodes.items():
@@ -131,8 +134,8 @@ class Translator:
         if model_reply and getattr(content, "role", "model") == "model":
             self._reply(event, calls)
         elif getattr(event, "error_code", None) and not responses:
-            self._ensure_open()
-            self.close(error=f"{event.error_code}: {event.error_message or ''}".strip())
+            # ADK's error event (what it also raises): it ends the step it cut, if any
+            self.fail(f"{event.error_code}: {event.error_message or ''}".strip())
         for response in responses:
             status, result, error = response_outcome(response)
             self.finish_call(str(response.id), status, result, error)
@@ -247,6 +250,20 @@ def is_sync_tool(tool: Any) -> bool:
     return not (inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(call))
 
 
+def _over_llm_calls(callback_context: Any) -> bool:
+    """True when ADK is about to refuse this model call (``RunConfig.max_llm_calls`` reached: it
+    counts the call after the plugins' ``before_model_callback``), so no step opens for it. Reads
+    ADK's counter (``_invocation_cost_manager``, ADK 2.13); False when it is not there."""
+    try:
+        invocation = callback_context.get_invocation_context()
+    except Exception:  # an ADK without it: the step opens, as for any call
+        return False
+    manager = getattr(invocation, "_invocation_cost_manager", None)
+    made = getattr(manager, "_number_of_llm_calls", None)
+    limit = getattr(getattr(invocation, "run_config", None), "max_llm_calls", 0)
+    return isinstance(made, int) and isinstance(limit, int) and 0 < limit <= made
+
+
 def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
     """nbagent's ADK plugin for one run (see the module): it only watches, and returns None from
     every callback, so ADK goes on to the runner's own plugins and the agents' callbacks."""
@@ -265,7 +282,8 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
                 # the step ended and a Stop after it was asked: ADK's abort, before the next call
                 abort.set()
                 await asyncio.Event().wait()  # cancelled as the run unwinds
-            translator.model_called(callback_context.agent_name, prompt_estimate(llm_request))
+            if not _over_llm_calls(callback_context):
+                translator.model_called(callback_context.agent_name, prompt_estimate(llm_request))
             return None
 
         async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> Any:
@@ -278,8 +296,9 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
 
         async def after_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
             began = self.agents.get(agent.name)
-            if began:
-                translator.agent_ended(began.pop())
+            if began:  # ADK ends an agent it aborted too: that one was cut
+                error = INTERRUPTED if abort.is_set() or ctx.scope.interrupted else None
+                translator.agent_ended(began.pop(), error=error, cut=error is not None)
             return None
 
     return Watcher()
