@@ -146,6 +146,13 @@ class AdkSource(Source):
     def __repr__(self) -> str:
         return f"AdkSource({self.name})"
 
+    def approvals_refusal(self) -> str:
+        return (
+            "approve= is not supported for Google ADK agents yet: use ADK's own tool confirmation "
+            "(FunctionTool(require_confirmation=...)); the run then ends as plain ADK's does, with "
+            "the confirmation call pending in the session"
+        )
+
     @property
     def model_name(self) -> str:
         for agent in _llm_agents(self.root):
