@@ -4,6 +4,7 @@ session's next turn works."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -13,6 +14,8 @@ from openai_server import OpenAIServer, Stream, StreamedCall
 import nbagent
 
 pytestmark = pytest.mark.needs("adk", "test-all")
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no fetch from the internet
 
 from google.adk import Agent  # noqa: E402
 from google.adk.agents.run_config import RunConfig, StreamingMode  # noqa: E402

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.adk import is_adk_agent
 from nbagent.adapters.adk.records import final_text, require_adk, text_of
 from nbagent.adapters.adk.session import chat_messages, find_session, seal
 from nbagent.adapters.adk.stream import Translator
@@ -86,6 +85,16 @@ class AdkRunResult:
     """The events this run added to the session, in order (the user's message first)."""
     user_id: str = DEFAULT_USER
     session_id: str = ""
+
+
+def is_adk_agent(obj: Any) -> bool:
+    """True for an ADK agent, ``Workflow`` (any ``BaseNode``), ``App`` or ``Runner``. Never
+    imports ADK: an object of it exists only once ADK is imported."""
+    return (
+        instance_of(obj, "google.adk.workflow._base_node", "BaseNode")
+        or instance_of(obj, "google.adk.runners", "Runner")
+        or instance_of(obj, "google.adk.apps.app", "App")
+    )
 
 
 def _root_of(obj: Any) -> Any:
