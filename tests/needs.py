@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BENCHMARK_NEEDS: dict[str, tuple[str, ...]] = {
     "adapters_interrupt": ("pydantic-ai", "openai-agents"),
+    "adk": ("adk",),
     "batch_ray": ("ray",),
     "explore": ("otel",),
     "http_interrupt": ("openai",),

@@ -66,7 +66,9 @@ def test_the_new_homes_load_lazily_and_an_unknown_name_is_an_attribute_error() -
         "import sys, nbagent\n"
         "assert 'pandas' not in sys.modules\n"
         "nbagent.adapters.records_from_langgraph, nbagent.batches.RayBackend\n"
+        "nbagent.adapters.records_from_adk\n"
         "assert 'pandas' not in sys.modules and 'ray' not in sys.modules and 'langgraph' not in sys.modules\n"
+        "assert 'google.adk' not in sys.modules\n"
         "nbagent.analytics.runs_frame\n"
         "assert 'pandas' in sys.modules\n"
     )
@@ -80,7 +82,7 @@ LAZY_PACKAGES = {
     "nbagent": ROOT,
     "nbagent.adapters": {
         "records_from_smolagents", "records_from_pydantic_ai", "records_from_openai_agents",
-        "records_from_langgraph",
+        "records_from_langgraph", "records_from_adk",
     },
     "nbagent.analytics": {"RunStore", "runs_frame", "steps_frame", "tool_calls_frame", "frames", "store"},
     "nbagent.batches": {"RayBackend"},

@@ -49,6 +49,7 @@ _RECORDS_FROM = {
     "records_from_pydantic_ai": "pydantic_ai.records",
     "records_from_openai_agents": "openai_agents.records",
     "records_from_langgraph": "langgraph.records",
+    "records_from_adk": "adk.records",
 }
 
 

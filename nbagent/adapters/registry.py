@@ -82,6 +82,13 @@ ADAPTERS: list[Adapter] = [
         detects="nbagent.adapters.langgraph.source:is_langgraph_graph",
         source="nbagent.adapters.langgraph.source:LangGraphSource",
     ),
+    Adapter(
+        "Google ADK",
+        extra="adk",
+        packages=("google",),
+        detects="nbagent.adapters.adk.source:is_adk_agent",
+        source="nbagent.adapters.adk.source:AdkSource",
+    ),
 ]
 """The frameworks nbagent runs, in the order detection tries them."""
 _lock = threading.Lock()

@@ -59,6 +59,10 @@ class Source(ABC):
     - ``supports_approvals``: whether the source holds tool calls for a person (``approve=``,
       ``ctx.approvals``); when False, ``approvals_refusal()`` is the ``TypeError`` text a run with
       ``approve=`` gets, saying what the framework offers instead. Default False.
+    - ``check_run(options, reset)``: refuse a run the source cannot do, before anything runs
+      (an option that contradicts the agent, nothing to continue for ``reset=False``): raise
+      ``ValueError`` / ``TypeError`` saying why. Called on the caller's thread as the run is built,
+      after its options were checked; cheap, no I/O (default: accept).
     - ``drive(task, ctx, reset, **options)``: run the task (see the module docstring for how it
       ends). The options it takes are its keyword-only parameters: ``start`` refuses others
       before the run begins.
@@ -103,6 +107,9 @@ class Source(ABC):
 
     def memory_of(self, options: dict[str, Any]) -> Any:
         return self.agent
+
+    def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
+        return None
 
     def approvals_refusal(self) -> str:
         return (

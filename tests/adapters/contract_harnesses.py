@@ -299,4 +299,31 @@ class LangGraph(Harness):
         return create_agent(model, tools=[add, wait, boom], checkpointer=InMemorySaver(), name="contract")
 
 
-HARNESSES = [Native, Smolagents, PydanticAI, OpenAIAgents, LangGraph]
+class Adk(Harness):
+    framework = "adk"
+    requires = ("google.adk",)
+
+    def make(self, replies: list[Reply]) -> Any:
+        from adk_fakes import Turn, scripted
+        from google.adk import Agent
+
+        turns = [Turn(r.text, [r.call] if r.call else [], hold=r.hold) for r in replies]
+        harness = self
+
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return harness.add(a, b)
+
+        async def wait() -> str:
+            """Wait for the gate."""
+            return await harness.wait_async()
+
+        def boom() -> str:
+            """Fail."""
+            return harness.boom()
+
+        model = scripted(turns, always_stream=True)
+        return Agent(name="contract", model=model, tools=[add, wait, boom], instruction="Use the tools.")
+
+
+HARNESSES = [Native, Smolagents, PydanticAI, OpenAIAgents, LangGraph, Adk]

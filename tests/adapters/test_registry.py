@@ -71,7 +71,7 @@ def test_a_registered_framework_runs_under_nbagent_as_the_built_in_ones_do(robot
 
 
 def test_an_agent_of_no_known_framework_is_refused_with_the_frameworks_that_run(robots):
-    with pytest.raises(TypeError, match=r"nbagent cannot run object: .*LangGraph or Robots"):
+    with pytest.raises(TypeError, match=r"nbagent cannot run object: .*LangGraph, Google ADK or Robots"):
         nbagent.start(object(), "go")
 
 
