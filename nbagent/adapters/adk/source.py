@@ -31,7 +31,9 @@ leaves its thread to finish (the call is ``"abandoned"``). "Stop after step" let
 then aborts before the next model call.
 
 End states. ``RunConfig.max_llm_calls`` reached (ADK's ``LlmCallsLimitExceededError``) is
-``"max_steps"``; anything ADK raises ends the run ``"error"`` with ADK's exception as it raised it.
+``"max_steps"``; anything ADK raises ends the run ``"error"`` with ADK's exception as it raised it;
+a model's reply that is an error (``LlmResponse.error_code``, which ADK ends the agent on without
+raising) is a ``ModelError`` naming the code, as ``records_from_adk`` reads it from the session.
 
 Result. ``run.result`` is an ``AdkRunResult``: the final response's text and event, and the events
 this run added to the session.
@@ -52,7 +54,7 @@ from nbagent.adapters.adk.records import final_text, require_adk, text_of
 from nbagent.adapters.adk.session import chat_messages, find_session, seal
 from nbagent.adapters.adk.stream import Translator
 from nbagent.context import RunContext
-from nbagent.errors import AgentInterrupted, MaxStepsReached, describe
+from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.runtime.identity_map import IdentityMap
 from nbagent.runtime.source import Source
 from nbagent.text import safe_text
@@ -311,6 +313,12 @@ class AdkSource(Source):
             exc = inner.exception()
             if exc is not None:
                 raise exc
+            if translator.error_event is not None:
+                # the model answered with an error (``LlmResponse.error_code``) and ADK ended on it
+                # without raising: the same end ``records_from_adk`` reads from the session
+                event = translator.error_event
+                detail = f"{event.error_code}: {event.error_message or ''}".strip()
+                raise ModelError(safe_text(f"{self.model_name}: {detail}"))
             translator.pending("deferred", "ADK waits for this call's response")
             translator.close()
         except asyncio.CancelledError:

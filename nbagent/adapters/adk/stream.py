@@ -64,9 +64,22 @@ class Translator:
         """Node ids whose ``NodeStarted`` was reported (a node begun before any step waits)."""
         self.node_ids = 0
         self.model_calls = 0
+        self.step_agent: str | None = None
+        """The agent whose model call the open step is."""
+        self.error_event: Any = None
+        """The first error event of the run (``error_code`` set, not an abort's), if any."""
         self.last_t = time.perf_counter()
 
     # -- from the plugin ---------------------------------------------------------------------
+
+    def overlaps(self, agent: str) -> bool:
+        """True when ``agent``'s model call is sent while another agent's is still unanswered (the
+        branches of a ``ParallelAgent``): it opens no step of its own then, and its reply fills
+        the step open when it comes, or a new one (a record has one open step at a time)."""
+        if self.open and not self.ended and not self.step_calls and agent != self.step_agent:
+            self.model_calls += 1
+            return True
+        return False
 
     def model_called(self, agent: str, prompt_tokens: int) -> None:
         """ADK is about to send a model request for ``agent``."""
@@ -74,6 +87,7 @@ class Translator:
         self.model_calls += 1
         self.ctx.start_step("action")
         self.open, self.streamed, self.text, self.ended, self.step_calls = True, False, "", False, 0
+        self.step_agent = agent
         self._show_nodes()
         self.ctx.model_starting(prompt_tokens)
 
@@ -135,6 +149,8 @@ class Translator:
             self._reply(event, calls)
         elif getattr(event, "error_code", None) and not responses:
             # ADK's error event (what it also raises): it ends the step it cut, if any
+            if self.error_event is None:
+                self.error_event = event
             self.fail(f"{event.error_code}: {event.error_message or ''}".strip())
         for response in responses:
             status, result, error = response_outcome(response)
@@ -166,6 +182,7 @@ class Translator:
         if not self.open:
             self.ctx.start_step("action")
             self.open, self.streamed, self.text, self.ended, self.step_calls = True, False, "", False, 0
+            self.step_agent = None
             self._show_nodes()
 
     def start_call(self, adk_id: str, tool: str, arguments: Any) -> str:
@@ -275,8 +292,22 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
         def __init__(self) -> None:
             super().__init__(name="nbagent")
             self.agents: dict[str, list[str | None]] = {}
+            self.invocation: str | None = None
+            """The run's invocation: an ``AgentTool`` runs its agent in a runner of its own that
+            shares the plugins, and its callbacks are the tool's business, not steps of this run."""
+
+        def mine(self, context: Any) -> bool:
+            found = getattr(context, "invocation_id", None)
+            return self.invocation is None or found is None or found == self.invocation
+
+        async def before_run_callback(self, *, invocation_context: Any) -> Any:
+            if self.invocation is None:
+                self.invocation = getattr(invocation_context, "invocation_id", None)
+            return None
 
         async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> Any:
+            if not self.mine(callback_context) or translator.overlaps(callback_context.agent_name):
+                return None
             translator.close()
             if translator.model_calls and ctx.scope.stop_after_step:
                 # the step ended and a Stop after it was asked: ADK's abort, before the next call
@@ -287,14 +318,20 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
             return None
 
         async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> Any:
+            if not self.mine(tool_context):
+                return None
             translator.tool_began(getattr(tool_context, "function_call_id", None), is_sync_tool(tool))
             return None
 
         async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
+            if not self.mine(callback_context):
+                return None
             self.agents.setdefault(agent.name, []).append(translator.agent_began(agent.name))
             return None
 
         async def after_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
+            if not self.mine(callback_context):
+                return None
             began = self.agents.get(agent.name)
             if began:  # ADK ends an agent it aborted too: that one was cut
                 error = INTERRUPTED if abort.is_set() or ctx.scope.interrupted else None
