@@ -142,6 +142,10 @@ def _message(task: Any) -> Any:
 class AdkSource(Source):
     """An nbagent source for an ADK agent, workflow, app or runner; ``nbagent.start`` makes one."""
 
+    supports_approvals = True
+    """ADK's own tool confirmation and long-running calls are decided in nbagent's approval panel
+    (or ``run.approve``); ``approve=`` holds the calls it picks through the same confirmation."""
+
     takes_turns = False
     """ADK keeps the conversation in a session, not on the agent; a session's runs take turns
     (``turn_key``)."""
@@ -156,13 +160,6 @@ class AdkSource(Source):
 
     def __repr__(self) -> str:
         return f"AdkSource({self.name})"
-
-    def approvals_refusal(self) -> str:
-        return (
-            "approve= is not supported for Google ADK agents yet: use ADK's own tool confirmation "
-            "(FunctionTool(require_confirmation=...)); the run then ends as plain ADK's does, with "
-            "the confirmation call pending in the session"
-        )
 
     @property
     def model_name(self) -> str:
@@ -289,14 +286,23 @@ class AdkSource(Source):
         config = _run_config(run_config)
         message = _message(task)
 
+        deciding = ctx.shown or ctx.approvals.policy not in (None, False)
+
         async def consume() -> None:
-            stream = mine.run_async(
-                user_id=user_id, session_id=session_id, new_message=message,
-                run_config=config, abort_signal=abort,
-            )  # fmt: skip
-            async with contextlib.aclosing(stream) as events:
-                async for event in events:
-                    translator.event(event)
+            nonlocal message
+            while True:
+                watcher.invocation = None  # each turn is an invocation of its own
+                stream = mine.run_async(
+                    user_id=user_id, session_id=session_id, new_message=message,
+                    run_config=config, abort_signal=abort,
+                )  # fmt: skip
+                async with contextlib.aclosing(stream) as events:
+                    async for event in events:
+                        translator.event(event)
+                waiting = translator.waiting()
+                if not waiting or not deciding or translator.error_event is not None:
+                    return  # nobody decides: the run ends waiting, as plain ADK's does
+                message = await _decide(waiting, translator, ctx)
 
         inner = asyncio.ensure_future(consume())
         aborted = asyncio.ensure_future(abort.wait())
@@ -364,6 +370,28 @@ class AdkSource(Source):
                 final = event
                 break
         ctx.set_result(AdkRunResult(final_text(events), final, events, user_id, session_id))
+
+
+async def _decide(waiting: list[Any], translator: Translator, ctx: RunContext) -> Any:
+    """Ask a person about every call ADK waits on (all shown before the first is awaited, so they
+    are decided together), and return the message that gives ADK the decisions: the function
+    responses ADK's own clients send (a ``ToolConfirmation`` for a confirmation, a status for a
+    long-running call), the next turn of the same session."""
+    from google.genai import types
+
+    asked = []
+    for item in waiting:
+        call_id = translator.call_for(item)
+        ctx.approvals.request(ctx, call_id, item.tool, item.arguments)
+        asked.append((item, call_id))
+    parts = []
+    for item, call_id in asked:
+        decision = await ctx.approvals.wait(ctx, call_id)
+        if not decision.approved:
+            translator.finish_call(item.adk_id, "denied", error=decision.reason or "denied")
+        parts.append(item.answer(decision.approved, decision.reason))
+        translator.answered(item, decision.approved)
+    return types.Content(role="user", parts=parts)
 
 
 def _in_memory_runner(owner: Any) -> Any:

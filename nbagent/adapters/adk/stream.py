@@ -21,6 +21,7 @@ while it works.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from nbagent import events as ev
@@ -32,11 +33,53 @@ from nbagent.adapters.adk.records import (
     usage_of,
 )
 from nbagent.context import RunContext
+from nbagent.guardrails.approvals import denial_observation
 
 ABANDONED_ERROR = "stopped: the sync tool goes on in ADK's thread pool until it returns"
 """The error of a sync tool's call a Stop cut: Python cannot stop a thread, so it runs on."""
 
 INTERRUPTED = "interrupted"
+
+CONFIRMATION_CALL = "adk_request_confirmation"
+"""The function call ADK writes to ask its client to confirm a tool call (ADK's
+``REQUEST_CONFIRMATION_FUNCTION_CALL_NAME``): not a tool call of the agent's, the question about one."""
+
+NEEDS_CONFIRMATION = "This tool call requires confirmation, please approve or reject."
+"""The error ADK answers a call with while its confirmation is asked (and what nbagent's
+``approve=`` answers a call it holds with, the same way)."""
+
+REJECTED = "This tool call is rejected."
+"""What ADK answers a call whose confirmation was refused with."""
+
+
+@dataclass
+class Waiting:
+    """A call ADK's run ended waiting on, for a person to decide: a tool call whose confirmation
+    ADK asked for (``confirmation_id`` the ``adk_request_confirmation`` call's id), or a
+    long-running tool's call that has no response yet (``confirmation_id`` None)."""
+
+    adk_id: str
+    tool: str
+    arguments: Any
+    confirmation_id: str | None = None
+    hint: str | None = None
+    payload: Any = None
+
+    def answer(self, approved: bool, reason: str | None) -> Any:
+        """The function response that tells ADK the decision, as ADK's own clients send it: a
+        ``ToolConfirmation`` for a confirmation; for a long-running call, its status (ADK's
+        human-in-the-loop sample answers ``{"status": "approved"}``)."""
+        from google.genai import types
+
+        if self.confirmation_id is not None:
+            body: dict[str, Any] = {"confirmed": approved}
+            if self.payload is not None:
+                body["payload"] = self.payload
+            response = types.FunctionResponse(id=self.confirmation_id, name=CONFIRMATION_CALL, response=body)
+        else:
+            body = {"status": "approved"} if approved else {"status": "denied", "reason": reason or "denied"}
+            response = types.FunctionResponse(id=self.adk_id, name=self.tool, response=body)
+        return types.Part(function_response=response)
 
 
 class Translator:
@@ -55,6 +98,7 @@ class Translator:
         """ADK function call id -> nbagent call id, for calls not answered yet."""
         self.tools: dict[str, str] = {}
         """ADK function call id -> tool name (all calls of the run)."""
+        self.arguments: dict[str, Any] = {}
         self.threaded: set[str] = set()
         """ADK call ids whose tool runs in ADK's thread pool (a sync function tool has begun)."""
         self.step_calls = 0
@@ -66,6 +110,10 @@ class Translator:
         self.model_calls = 0
         self.step_agent: str | None = None
         """The agent whose model call the open step is."""
+        self.confirming: dict[str, Waiting] = {}
+        """``adk_request_confirmation`` call id -> the call it asks about, until answered."""
+        self.long_running: set[str] = set()
+        """ADK ids of long-running tools' calls (``Event.long_running_tool_ids``)."""
         self.error_event: Any = None
         """The first error event of the run (``error_code`` set, not an abort's), if any."""
         self.last_t = time.perf_counter()
@@ -154,6 +202,8 @@ class Translator:
             self.fail(f"{event.error_code}: {event.error_message or ''}".strip())
         for response in responses:
             status, result, error = response_outcome(response)
+            if error == NEEDS_CONFIRMATION:
+                continue  # ADK's answer while it asks to confirm the call: the call waits on it
             self.finish_call(str(response.id), status, result, error)
         if responses and not self.calls:
             self.close()
@@ -171,10 +221,53 @@ class Translator:
         if not self.ended:
             self.ended = True
             self.ctx.model_ended()
+        self.long_running.update(str(i) for i in getattr(event, "long_running_tool_ids", None) or ())
         for call in calls:
-            self.start_call(str(call.id), str(call.name), call_arguments(call))
+            if call.name == CONFIRMATION_CALL:
+                self._confirmation(call)
+            elif str(call.id) not in self.tools:  # not started already (held for approve=)
+                self.start_call(str(call.id), str(call.name), call_arguments(call))
         if not calls and not getattr(event, "long_running_tool_ids", None):
             self.close()
+
+    def _confirmation(self, call: Any) -> None:
+        """ADK asks to confirm a call: it waits on the call (not a tool call of its own)."""
+        args = call_arguments(call) or {}
+        original = args.get("originalFunctionCall") or {}
+        asked = args.get("toolConfirmation") or {}
+        self.long_running.discard(str(call.id))
+        self.confirming[str(call.id)] = Waiting(
+            str(original.get("id")), str(original.get("name")), original.get("args") or {},
+            str(call.id), asked.get("hint") or None, asked.get("payload"),
+        )  # fmt: skip
+
+    def waiting(self) -> list[Waiting]:
+        """What the run ended waiting on: each confirmation ADK asked for and nobody answered yet,
+        and each long-running call still unanswered."""
+        found = list(self.confirming.values())
+        asked = {w.adk_id for w in found}
+        for adk_id in self.calls:
+            if adk_id in self.long_running and adk_id not in asked:
+                found.append(Waiting(adk_id, self.tools.get(adk_id, "tool"), self.arguments.get(adk_id)))
+        return found
+
+    def answered(self, waiting: Waiting, approved: bool) -> None:
+        """The person's decision on ``waiting`` goes to ADK: a confirmation is answered; a
+        long-running call is, by the decision itself (ADK reads it as the call's response)."""
+        if waiting.confirmation_id is not None:
+            self.confirming.pop(waiting.confirmation_id, None)
+        elif approved:
+            answer = waiting.answer(True, None).function_response.response
+            self.finish_call(waiting.adk_id, "ok", answer)
+
+    def call_for(self, waiting: Waiting) -> str:
+        """The nbagent call a decision is about: the call still open, or (a tool that asked for
+        confirmation itself and answered meanwhile, which ADK runs again once confirmed) a new one."""
+        found = self.calls.get(waiting.adk_id)
+        if found is not None:
+            return found
+        self._ensure_open()
+        return self.start_call(waiting.adk_id, waiting.tool, waiting.arguments)
 
     def _ensure_open(self) -> None:
         """A reply with no model call before it (a callback answered for the model; a
@@ -189,6 +282,7 @@ class Translator:
         call_id = f"{self.ctx.step}:{adk_id}"
         self.calls[adk_id] = call_id
         self.tools[adk_id] = tool
+        self.arguments[adk_id] = arguments
         self.step_calls += 1
         self.ctx.tool_started(call_id, tool, arguments)
         return call_id
@@ -321,7 +415,7 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
             if not self.mine(tool_context):
                 return None
             translator.tool_began(getattr(tool_context, "function_call_id", None), is_sync_tool(tool))
-            return None
+            return await held(tool, tool_args, tool_context)
 
         async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
             if not self.mine(callback_context):
@@ -337,5 +431,22 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
                 error = INTERRUPTED if abort.is_set() or ctx.scope.interrupted else None
                 translator.agent_ended(began.pop(), error=error, cut=error is not None)
             return None
+
+    async def held(tool: Any, tool_args: Any, tool_context: Any) -> Any:
+        """nbagent's ``approve=``: a call the policy picks waits here, before ADK runs it, for
+        the person's decision (the panel, or ``run.approve`` / ``run.deny``); a denied call is
+        answered with the denial, as the model sees it in every other source. ADK's own
+        confirmation (``require_confirmation=``, ``request_confirmation``) goes its own way."""
+        approvals = ctx.approvals
+        adk_id = str(getattr(tool_context, "function_call_id", None) or "")
+        if approvals.policy in (None, False) or not approvals.wants(tool.name, tool_args, adk_id):
+            return None
+        call_id = translator.call_for(Waiting(adk_id, tool.name, dict(tool_args or {})))
+        approvals.request(ctx, call_id, tool.name, tool_args)
+        decision = await approvals.wait(ctx, call_id)
+        if decision.approved:
+            return None
+        translator.finish_call(adk_id, "denied", error=decision.reason or "denied")
+        return {"error": denial_observation(decision.reason)}
 
     return Watcher()
