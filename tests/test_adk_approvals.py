@@ -257,3 +257,15 @@ def test_the_plain_runner_is_left_as_it_was():
     run.approve(call.call_id)
     assert run.wait(timeout=30).status == "success"
     assert [p.name for p in runner.plugin_manager.plugins] == []
+
+
+def test_approve_policy_over_a_tool_that_asks_itself_asks_once():
+    """``approve=True`` and ``require_confirmation=True`` on one tool: ADK's question is the one
+    shown; once approved the run ends (no second question for the same call)."""
+    mail = Mail()
+    agent, _ = mailer(mail, require_confirmation=True)
+    run = nbagent.start(agent, "mail bob", display=False, approve=True)
+    (call,) = pending(run)
+    assert run.approve(call.call_id)
+    record = run.wait(timeout=30)
+    assert (record.status, record.output, mail.sent) == ("success", "done ", ["bob"])

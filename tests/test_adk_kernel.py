@@ -78,3 +78,43 @@ def test_stop_button_stops_an_adk_run_mid_sync_tool_and_the_session_goes_on(tmp_
             "more = await nbagent.start(runner, 'Sure?', reset=False)\nprint(more.status, more.output)"
         ).stdout.strip()
         assert out == "success Still Italy."
+
+
+APPROVAL_SETUP = """
+from google.adk.tools import FunctionTool
+
+sent = []
+
+def send_email(to: str) -> str:
+    \"\"\"Sends an email (ADK asks a person first).\"\"\"
+    sent.append(to)
+    return f"sent to {to}"
+
+mail_model = Scripted(replies=[([("send_email", {"to": "bob"})], ""), ([], "Sent it.")])
+mailer = Agent(name="mailer", model=mail_model, tools=[FunctionTool(send_email, require_confirmation=True)])
+"""
+
+
+def test_an_approve_click_confirms_adks_tool_call_and_the_run_goes_on(tmp_path) -> None:
+    """ADK's ``require_confirmation`` shows as an Approve button; a click (a ``comm_msg`` to the
+    Button's comm, as a browser sends it) confirms the call through ADK, which runs the tool."""
+    with KernelDriver.start(cwd=str(tmp_path)) as kernel:
+        kernel.execute(ADK_SETUP + APPROVAL_SETUP)
+        view = kernel.execute("run = nbagent.start(mailer, 'Mail Bob.')").widget_view()
+
+        def approve_buttons() -> list[str]:
+            return [
+                m
+                for m in kernel.widgets.under(view)
+                if kernel.widgets.states.get(m, {}).get("_model_name") == "ButtonModel"
+                and kernel.widgets.states[m].get("description") == "Approve"
+            ]
+
+        (approve,) = kernel.wait_for(approve_buttons, what="an Approve button")
+        assert kernel.execute("print(sent)").stdout.strip() == "[]"
+        kernel.click(approve)
+        out = kernel.execute(
+            "record = await run\nprint(record.status, sent, record.output, record.tool_calls[0].status)"
+        ).stdout.split()
+        assert out == ["success", "['bob']", "Sent", "it.", "ok"]
+        kernel.wait_for(lambda: not approve_buttons(), what="the decided row to go")

@@ -441,6 +441,10 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
         adk_id = str(getattr(tool_context, "function_call_id", None) or "")
         if approvals.policy in (None, False) or not approvals.wants(tool.name, tool_args, adk_id):
             return None
+        if getattr(tool_context, "tool_confirmation", None) is not None:
+            return None  # decided already, through ADK's confirmation
+        if await tool.check_require_confirmation(tool_args, tool_context):
+            return None  # ADK asks for it itself: one question, not two
         call_id = translator.call_for(Waiting(adk_id, tool.name, dict(tool_args or {})))
         approvals.request(ctx, call_id, tool.name, tool_args)
         decision = await approvals.wait(ctx, call_id)
