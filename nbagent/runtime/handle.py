@@ -76,6 +76,7 @@ class Run(RunLoopSide):
         self.options = dict(options or {})
         """Extra keyword arguments for the source (smolagents' ``additional_args``, ``images``...)."""
         check_options(self.source, self.options)
+        self.source.check_start(self.options)
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be nbagent.Limits(...), not {type(limits).__name__}")
         self.limits = limits if limits else None

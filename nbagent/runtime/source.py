@@ -59,6 +59,9 @@ class Source(ABC):
     - ``supports_approvals``: whether the source holds tool calls for a person (``approve=``,
       ``ctx.approvals``); when False, ``approvals_refusal()`` is the ``TypeError`` text a run with
       ``approve=`` gets, saying what the framework offers instead. Default False.
+    - ``check_start(options)``: raise, in one sentence that says what to do, for a run that
+      cannot work (an MCP session opened on another event loop), so ``start`` refuses it rather
+      than the run hanging. Default: refuses nothing.
     - ``drive(task, ctx, reset, **options)``: run the task (see the module docstring for how it
       ends). The options it takes are its keyword-only parameters: ``start`` refuses others
       before the run begins.
@@ -103,6 +106,13 @@ class Source(ABC):
 
     def memory_of(self, options: dict[str, Any]) -> Any:
         return self.agent
+
+    def check_start(self, options: dict[str, Any]) -> None:
+        """Raise (a ``TypeError`` or ``ValueError`` in one sentence that says what to do) when a
+        run with ``options`` cannot work, so ``start`` refuses it before it exists instead of the
+        run hanging: an MCP session the user opened on the notebook's loop, which nbagent's loop
+        cannot use. Called by ``start``; the default refuses nothing."""
+        return None
 
     def approvals_refusal(self) -> str:
         return (
