@@ -156,7 +156,9 @@ def nbagent_outcome(record: RunRecord, start: Agent) -> Outcome:
     # a model call whose reply never began is a step of ours and no request the SDK counts
     answered = [s for s in record.steps if not unanswered(s)]
     counts = (len(answered), record.input_tokens or 0, record.output_tokens or 0)
-    results = {c.call_id.split(":", 1)[1]: c.result for c in calls if c.status == "ok" and not is_handoff(c)}
+    # what each call answered the model (a raising tool's call failed, yet answered the SDK's text)
+    answers = [c for c in calls if c.status in ("ok", "error") and c.result is not None and not is_handoff(c)]
+    results = {c.call_id.split(":", 1)[1]: c.result for c in answers}
     return Outcome(record.output, record.status, error, counts, [c.tool for c in calls], results, final_agent)
 
 

@@ -17,8 +17,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import nbagent
-from nbagent.adapters.pydantic_ai import source as adapter
 from nbagent.adapters import source_for
+from nbagent.adapters.pydantic_ai import source as adapter
 
 pytestmark = pytest.mark.needs("pydantic-ai")
 

@@ -24,20 +24,6 @@ from nbagent.records import RunRecord
 from nbagent.runtime.source import Source
 
 GAPS: dict[tuple[str, str], str] = {
-    ("test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step", "smolagents"): (
-        "smolagents: a Stop after step asked for while a tool runs lets the next step (its final "
-        "answer) run, and the run ends success"
-    ),
-    ("test_a_step_budget_ends_the_run_limit_max_steps", "smolagents"): (
-        "smolagents: Limits(max_steps=2) lets a third step (the final answer) run; the run ends success"
-    ),
-    ("test_a_step_budget_ends_the_run_limit_max_steps", "openai-agents"): (
-        "Agents SDK: Limits(max_steps=2) lets a third turn run; the run ends success"
-    ),
-    ("test_a_tool_that_raises_is_a_failed_call_and_the_run_ends_as_its_framework_says", "openai-agents"): (
-        "Agents SDK: a raising tool's failure reaches nbagent as the SDK's failure text, recorded as "
-        "an ok call with that text as its result"
-    ),
 }
 """(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
 

@@ -239,6 +239,17 @@ def _tool_call(call: Any, answer: Any, started: datetime, handed_to: str | None 
         record.status = "cancelled"
     elif getattr(answer, "type", None) == "handoff_output_item":
         record.status, record.result = "ok", f"handoff to {answer.target_agent.name}"
+    elif answer.output == _failure_text():
+        record.status, record.result = "error", answer.output
+        record.error = "the tool raised; the SDK answered the model with its failure text"
     else:
         record.status, record.result = "ok", answer.output
     return record
+
+
+def _failure_text() -> str:
+    """What the SDK answers the model when a function tool raises and no failure function of the
+    user's says otherwise: a fixed text, the one sign of the failure left in its items."""
+    from agents.tool import default_tool_error_function
+
+    return default_tool_error_function(None, RuntimeError())  # type: ignore[arg-type]

@@ -229,6 +229,7 @@ class OpenAIAgentsSource(Source):
         # Run hooks tell which model calls and tools the SDK has begun (it announces every call of a
         # turn first, and a model call long before its reply's first event).
         hooks = watching_hooks(options.get("hooks"), translator)
+        options = {**options, "run_config": reporting_tool_errors(options.get("run_config"), translator)}
         result: Any = None
         stopped = after_turn = False
         try:
@@ -332,6 +333,31 @@ def _paused_call(item: Any) -> tuple[str, str, Any]:
     sdk_id = str(raw_field(raw, "call_id") or raw_field(raw, "id"))
     tool = str(getattr(item, "tool_name", None) or raw_field(raw, "name") or "tool")
     return sdk_id, tool, raw_field(raw, "arguments")
+
+
+def reporting_tool_errors(run_config: Any, translator: Translator) -> Any:
+    """A copy of ``run_config`` whose ``tool_error_formatter`` tells ``translator`` the exception a
+    function tool raised (the SDK shows the model a fixed text and keeps the exception from its
+    logs and traces: its formatter is the one place that sees it), then answers as the user's own
+    formatter would, or with the SDK's default message when there is none."""
+    from agents import RunConfig
+
+    if run_config is None:
+        run_config = RunConfig()
+    own = run_config.get("tool_error_formatter") if isinstance(run_config, dict) else None
+    if isinstance(run_config, RunConfig):
+        own = run_config.tool_error_formatter
+
+    def formatter(args: Any) -> Any:
+        if args.kind == "tool_exception" and args.error is not None:
+            translator.tool_raised(str(args.call_id), args.error)
+        return own(args) if own is not None else None
+
+    if isinstance(run_config, dict):
+        return {**run_config, "tool_error_formatter": formatter}
+    if isinstance(run_config, RunConfig):
+        return dataclasses.replace(run_config, tool_error_formatter=formatter)
+    return run_config  # not a run config: the SDK refuses it with its own message
 
 
 def with_usage_asked(agent: Any, run_config: Any) -> Any:

@@ -3,8 +3,9 @@
 ``Translator.apply`` takes each public stream event of ``Runner.run_streamed`` on the runner's loop:
 a step is one turn (it opens with the model's ``response.created``, its text streams from
 ``response.output_text.delta``, its usage comes with ``response.completed``); tool calls and
-handoffs are the run items that follow. A handoff call ends when its ``handoff_occured`` item
-arrives or, as a handoff whose ``input_filter`` dropped that item never sends one, when the SDK
+handoffs are the run items that follow, and the turn ends when each call of the reply has its answer
+(or, for a reply without calls, when the run ends). A handoff call ends when its ``handoff_occured``
+item arrives or, as a handoff whose ``input_filter`` dropped that item never sends one, when the SDK
 says another agent now acts (``AgentUpdatedStreamEvent``).
 
 How a run ends decides what becomes of the calls still open: a Stop cancels them (``cut_calls``;
@@ -67,6 +68,9 @@ class Translator:
         step, one more retry)."""
         self.hooked = False
         """The SDK has told of a model call (its run hooks are nbagent's)."""
+        self.raised: dict[str, str] = {}
+        """SDK call id -> the exception its tool raised, which the SDK answered the model with its
+        failure text (``tool_raised``)."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -154,13 +158,33 @@ class Translator:
             if name == "handoff_requested":
                 self.handoffs[sdk_id] = self.open_calls[sdk_id]
         elif name == "tool_output":
-            self.finish_call(str(raw_field(item.raw_item, "call_id")), "ok", item.output)
+            sdk_id = str(raw_field(item.raw_item, "call_id"))
+            error = self.raised.pop(sdk_id, None)
+            if error is None:
+                self.finish_call(sdk_id, "ok", item.output)
+            else:  # the model was told the failure text; the record keeps the exception
+                self.finish_call(sdk_id, "error", item.output, error=error)
+            self._close_if_answered()
         elif name == "handoff_occured":
             self.handoffs.pop(str(raw_field(item.raw_item, "call_id")), None)
             target = item.target_agent.name
             self.finish_call(str(raw_field(item.raw_item, "call_id")), "ok", f"handoff to {target}")
+            self._close_if_answered()
         elif name == "message_output_created" and not self.text:
             self.text = message_text(item)
+
+    def tool_raised(self, sdk_id: str, error: BaseException) -> None:
+        """The tool of call ``sdk_id`` raised ``error``, and the SDK's failure function answered
+        the model for it: its call is a failed one, whatever text the model was shown."""
+        self.raised[sdk_id] = f"{type(error).__name__}: {error}"
+
+    def _close_if_answered(self) -> None:
+        """End the turn once every call its reply made has its answer: the step is over before
+        the SDK decides on the next turn, so a "Stop after step" asked for as it ends (a step
+        budget's, say) reaches the SDK's ``cancel(mode="after_turn")`` in time."""
+        asked = sum(1 for output in self.turn_output if raw_field(output, "type") == "function_call")
+        if asked and self.calls >= asked and not self.open_calls:
+            self.close()
 
     def start_call(self, sdk_id: str, tool: str, arguments: Any) -> str:
         call_id = f"{self.ctx.step}:{sdk_id}"

@@ -11,13 +11,14 @@ loop. smolagents' ``run()`` options (``images``, ``additional_args``, ``max_step
 smolagents' console output is silenced while a view shows the run (``smolagents.console``).
 
 How a Stop lands. ``interrupt("now")`` cancels ``drive``, which stops the run's ``StopSwitch``
-(``smolagents.stop``: an exception in the threads working for the run, its sockets shut down, so
-the model server sees the client go) and returns at once, without waiting for the worker: the
-record is complete when the Stop returns. The worker unwinds within milliseconds, or, if it is
-blocked in C without a socket of the run, as soon as that call returns; ``wait_idle(agent)`` tells
-when. ``interrupt("after_step")`` is smolagents' own ``interrupt()``: the step in progress
-finishes, and smolagents' bare ``AgentError`` that follows is recognised by its exact type and
-the agent's ``interrupt_switch``, never by its message.
+(``smolagents.stop``: an exception in the threads working for the run, its sockets shut down, so the
+model server sees the client go) and returns at once, without waiting for the worker: the record is
+complete when the Stop returns. The worker unwinds within milliseconds, or, if it is blocked in C
+without a socket of the run, as soon as that call returns; ``wait_idle(agent)`` tells when.
+``interrupt("after_step")`` is smolagents' own ``interrupt()``, set by the worker at the step's end
+(``smolagents.worker``, ``Boundary``): the step in progress finishes, and smolagents' bare
+``AgentError`` that follows is recognised by its exact type and the agent's ``interrupt_switch``,
+never by its message.
 
 Who wins a race. The run's ``CancelScope`` decides the end state: a Stop accepted before the run
 ended makes it ``"interrupted"``, even if smolagents had just produced its answer. The worker's
@@ -64,6 +65,7 @@ from nbagent.adapters.smolagents.records import (
 from nbagent.adapters.smolagents.stop import RunStopped, agent_tree
 from nbagent.adapters.smolagents.stream import Translator
 from nbagent.adapters.smolagents.worker import (
+    Boundary,
     Done,
     Entry,
     Worker,
@@ -75,9 +77,6 @@ from nbagent.errors import AgentError
 from nbagent.runtime.source import Source
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
-
-AFTER_STEP_POLL_S = 0.05
-"""How often ``drive`` looks for an ``interrupt("after_step")`` (it only needs to beat a step)."""
 
 
 def is_smolagents_agent(obj: Any) -> bool:
@@ -186,7 +185,6 @@ class SmolagentsSource(Source):
             self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope, ctx.approvals
         )
         translator = Translator(ctx, self.agent, run_options.get("max_steps") or self.agent.max_steps)
-        watcher = loop.create_task(_watch_stop_after_step(ctx, worker))
         worker.start()
         try:
             while True:
@@ -195,6 +193,9 @@ class SmolagentsSource(Source):
                     output = translator.finish(item.error)
                     ctx.set_result(output)  # what ``agent.run(task)`` returns
                     return output
+                if isinstance(item, Boundary):  # the step's end is read: its budgets are counted
+                    item.read.set()
+                    continue
                 translator.apply(t, wall, item)
         except BaseException:
             if not worker.finished.done():
@@ -202,15 +203,7 @@ class SmolagentsSource(Source):
             # What the worker posted before the Stop happened before it: record it, then close.
             while not entries.empty():
                 t, wall, item = entries.get_nowait()
-                if not isinstance(item, Done):
+                if not isinstance(item, (Done, Boundary)):
                     translator.apply(t, wall, item)
             translator.abandon()
             raise
-        finally:
-            watcher.cancel()
-
-
-async def _watch_stop_after_step(ctx: RunContext, worker: Worker) -> None:
-    while not ctx.scope.stop_after_step:
-        await asyncio.sleep(AFTER_STEP_POLL_S)
-    worker.stop_after_step()
