@@ -336,7 +336,8 @@ class Agent(Source):
                 raise LookupError(
                     f"unknown tool {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
                 )
-            result = await found.acall(arguments)
+            with ctx.calling(call.id):
+                result = await found.acall(arguments)
         except ToolFinishedWhileStopping as finished:  # it did its work: the record says so
             ctx.tool_finished(call.id, "ok", result=finished.result)
             raise

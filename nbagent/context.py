@@ -7,8 +7,10 @@ works on another thread hands its results to the loop first (the smolagents adap
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from nbagent import events as ev
@@ -17,6 +19,17 @@ from nbagent.guardrails.approvals import Approvals
 from nbagent.runtime.cancel import CancelScope
 from nbagent.runtime.turns import Turn
 from nbagent.text import safe_text
+
+_current_call: contextvars.ContextVar[tuple[RunContext, str] | None] = contextvars.ContextVar(
+    "nbagent_current_call", default=None
+)
+
+
+def current_call() -> tuple[RunContext, str] | None:
+    """The run and call id of the tool call the calling code runs inside (``RunContext.calling``),
+    or ``None``: how a tool that can tell its progress (an MCP server's) finds where to report it,
+    without the tool's own signature changing."""
+    return _current_call.get()
 
 
 class RunContext:
@@ -112,6 +125,34 @@ class RunContext:
         self.emit(
             ev.ToolCallFinished(self.run_id, self.step, time.perf_counter(), call_id, status, result, error)
         )
+
+    def tool_progress(
+        self, call_id: str, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """The running call ``call_id`` got ``progress`` of ``total`` (``None``: unknown) done, with
+        an optional ``message``: its row in the view shows a bar (or the count) and the message,
+        and ``ToolCallRecord.progress`` keeps the last one. A report after the call ended is
+        ignored, so a source need not know whether it raced the end."""
+        self.emit(
+            ev.ToolCallProgress(
+                self.run_id, self.step, time.perf_counter(), call_id, progress, total, message
+            )
+        )
+
+    @contextlib.contextmanager
+    def calling(self, call_id: str) -> Iterator[None]:
+        """Run the tool of ``call_id`` inside this block: code it runs (and tasks it starts) find
+        the call with ``current_call()``, to report progress and log lines for it."""
+        token = _current_call.set((self, call_id))
+        try:
+            yield
+        finally:
+            _current_call.reset(token)
+
+    def tool_log(self, call_id: str, text: str, level: str = "info") -> None:
+        """A log line of the running call ``call_id`` (shown under its row, the last few; the record
+        keeps the last ``nbagent.records.LOG_LINES_KEPT``). Scrubbed of secrets like any text."""
+        self.emit(ev.ToolCallLog(self.run_id, self.step, time.perf_counter(), call_id, text, level))
 
     def node_started(self, node_id: str, name: str, *, at: float | None = None) -> None:
         """A node that is not a tool (a graph node, a hook, a sub-agent) began (``at``: when, a

@@ -176,6 +176,33 @@ class ToolCallFinished(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallProgress(RunEvent):
+    """The running call ``call_id`` reported progress: ``progress`` so far, of ``total`` when known
+    (an MCP server's ``notifications/progress``). Only the last one is kept."""
+
+    call_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("message",))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallLog(RunEvent):
+    """A log line the running call ``call_id`` produced (an MCP server's ``notifications/message``
+    during the call); ``level`` as the server named it (``"info"``, ``"warning"``...)."""
+
+    call_id: str
+    text: str
+    level: str = "info"
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("text", "level"))
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCallStarting(RunEvent):
     """A model request is about to be sent; ``prompt_tokens`` estimates its input (a limit on
     input tokens is checked against it before anything is sent)."""

@@ -8,6 +8,7 @@ interrupt is kept with ``interrupted=True`` and unknown usage, a tool call still
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,9 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.records import NodeRecord, RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import LOG_LINES_KEPT, NodeRecord, RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import StreamScrub, scrub, scrub_cut
-from nbagent.text import clean, clean_value, safe_text
+from nbagent.text import clean, clean_value, safe_text, shorten
+
+LINE_LIMIT = 500
+"""A progress message or a log line is kept to this many characters: one line, not a document."""
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
 
@@ -32,6 +36,14 @@ def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         return None
     return int(value)
+
+
+def _amount(value: Any) -> float | None:
+    """A progress amount as a finite float, or ``None``: a server's ``NaN`` or ``"3"`` must not
+    reach a view's bar or a store row."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _add_known(total: int | None, part: int | None) -> int | None:
@@ -181,6 +193,24 @@ class Recorder:
         call.ended_at, call.end_s = self._at(e.t)
         call.status, call.result, call.error = e.status, clean_value(e.result), _clean(e.error)
 
+    def _call_progress(self, e: ev.ToolCallProgress) -> None:
+        call = self._calls.get(e.call_id)
+        progress = _amount(e.progress)
+        if call is None or call.status is not None or progress is None:
+            return  # a late report (the call ended) or a broken one changes nothing
+        total = _amount(e.total)
+        message = None if e.message is None else shorten(e.message, LINE_LIMIT)
+        call.progress = ToolProgress(progress, total if total is not None and total > 0 else None, message)
+
+    def _call_log(self, e: ev.ToolCallLog) -> None:
+        call = self._calls.get(e.call_id)
+        if call is None or call.status is not None:
+            return
+        call.logs.append(f"{shorten(e.level, 20)}: {shorten(e.text, LINE_LIMIT)}")
+        if len(call.logs) > LOG_LINES_KEPT:
+            del call.logs[0]
+            call.logs_dropped += 1
+
     def _node_started(self, e: ev.NodeStarted) -> None:
         at, offset = self._at(e.t)
         node = NodeRecord(node_id=e.node_id, name=clean(e.name), started_at=at, start_s=offset)
@@ -280,7 +310,7 @@ class Recorder:
             for step in record.steps:
                 copy = replace(
                     step,
-                    tool_calls=[replace(c) for c in step.tool_calls],
+                    tool_calls=[replace(c, logs=list(c.logs)) for c in step.tool_calls],
                     nodes=[replace(n) for n in step.nodes],
                 )
                 if copy.end_s is None:
@@ -315,6 +345,8 @@ _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
     ev.StepStarted: Recorder._step_started,
     ev.ToolCallStarted: Recorder._call_started,
     ev.ToolCallFinished: Recorder._call_finished,
+    ev.ToolCallProgress: Recorder._call_progress,
+    ev.ToolCallLog: Recorder._call_log,
     ev.NodeStarted: Recorder._node_started,
     ev.NodeFinished: Recorder._node_finished,
     ev.Usage: Recorder._usage,

@@ -18,6 +18,27 @@ from nbagent import events as ev
 from nbagent.errors import ERROR_TYPES, AgentError
 from nbagent.text import shorten
 
+LOG_LINES_KEPT = 50
+"""How many of a call's last log lines its record keeps (``ToolCallRecord.logs``); a server that
+logs without end must not grow a record, a view or a store row without end."""
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    """A running tool call's last progress report (an MCP server's ``notifications/progress``, or
+    any source's ``RunContext.tool_progress``): ``progress`` so far, of ``total`` when known."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """``progress / total`` within 0..1, or ``None`` when the total is unknown."""
+        if self.total is None or self.total <= 0:
+            return None
+        return min(max(self.progress / self.total, 0.0), 1.0)
+
 
 @dataclass
 class ToolCallRecord:
@@ -38,6 +59,12 @@ class ToolCallRecord:
     ``"approved"``, ``"denied"`` or ``"timed_out"``."""
     approval_wait_s: float | None = None
     """Seconds the call waited for its approval (``start_s`` is when it really started, after)."""
+    progress: ToolProgress | None = None
+    """The last progress the call reported while it ran (``None``: it reported none)."""
+    logs: list[str] = field(default_factory=list)
+    """The last ``LOG_LINES_KEPT`` log lines the call's server sent while it ran (``"level: text"``)."""
+    logs_dropped: int = 0
+    """How many earlier log lines were not kept."""
 
     @property
     def duration_s(self) -> float | None:

@@ -60,9 +60,10 @@ class Source(ABC):
       ``ctx.approvals``); when False, ``approvals_refusal()`` is the ``TypeError`` text a run with
       ``approve=`` gets, saying what the framework offers instead. Default False.
     - ``check_run(options, reset)``: refuse a run the source cannot do, before anything runs
-      (an option that contradicts the agent, nothing to continue for ``reset=False``): raise
-      ``ValueError`` / ``TypeError`` saying why. Called on the caller's thread as the run is built,
-      after its options were checked; cheap, no I/O (default: accept).
+      (an option that contradicts the agent, nothing to continue for ``reset=False``, an MCP
+      session opened on the notebook's loop, on which the run would hang): raise ``ValueError`` /
+      ``TypeError`` in one sentence that says what to do. Called on the caller's thread as the run
+      is built, after its options were checked; cheap, no I/O (default: accept).
     - ``drive(task, ctx, reset, **options)``: run the task (see the module docstring for how it
       ends). The options it takes are its keyword-only parameters: ``start`` refuses others
       before the run begins.

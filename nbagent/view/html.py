@@ -32,6 +32,8 @@ from nbagent.view.format import (
     clipped_text,
     count,
     esc,
+    log_tail,
+    progress_text,
     seconds,
     tokens,
 )
@@ -112,6 +114,12 @@ STYLE = """<style>
   font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
 .nbagent-notice code { font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); font-size: 12px;
   padding: 0 3px; border-radius: 3px; background: rgba(128,128,128,.15); }
+.nbagent-progress { position: relative; display: inline-block; height: 6px; width: 90px; border-radius: 3px;
+  vertical-align: middle; overflow: hidden; background: var(--jp-border-color2, rgba(128,128,128,.25)); }
+.nbagent-progress > span { position: absolute; left: 0; top: 0; height: 6px;
+  background: var(--jp-brand-color2, #64b5f6); }
+.nbagent-log { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0 0 0 1.6em; font-size: 11px;
+  font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); }
 .nbagent-cursor { display: inline-block; width: 7px; height: 13px; vertical-align: text-bottom;
   background: var(--jp-info-color1, #0b61a4); }
 </style>"""
@@ -136,7 +144,7 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
     if call.approval == "pending" and call.status is None:
         outcome = '<span class="nbagent-warn">◆ waiting for approval</span>'
     elif call.status is None:
-        outcome = '<span class="nbagent-dim">… running</span>'
+        outcome = f'<span class="nbagent-dim">… running</span>{_progress_html(call)}'
     elif call.status == "ok":
         outcome = f'<span class="nbagent-ok">→ {esc(shorten(call.result, RESULT_LIMIT))}</span>'
     elif call.status == "denied":
@@ -153,7 +161,32 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
     took = "" if call.duration_s is None else f' <span class="nbagent-dim">{seconds(call.duration_s)}</span>'
     if call.approval_wait_s is not None:  # a person's time, shown apart from the call's own
         took += f' <span class="nbagent-dim">· waited {seconds(call.approval_wait_s)} for approval</span>'
-    return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
+    if call.progress is not None and call.status not in (None, "ok"):  # where a cut call got to
+        took += f' <span class="nbagent-dim">· at {esc(progress_text(call.progress))}</span>'
+    return f'<div class="nbagent-tool">{head} {outcome}{took}</div>{_logs_html(call)}'
+
+
+def _progress_html(call: ToolCallRecord) -> str:
+    """A running call's last progress: a bar when its total is known, and the count and message."""
+    progress = call.progress
+    if progress is None:
+        return ""
+    bar = ""
+    if progress.fraction is not None:
+        width = f"{progress.fraction * 100:.1f}%"
+        bar = f' <span class="nbagent-progress"><span style="width:{width}"></span></span>'
+    return f'{bar} <span class="nbagent-dim nbagent-count">{esc(progress_text(progress))}</span>'
+
+
+def _logs_html(call: ToolCallRecord) -> str:
+    """The call's last log lines under its row, and how many earlier ones are not shown."""
+    if not call.logs:
+        return ""
+    lines, hidden = log_tail(call.logs, call.logs_dropped)
+    text = "\n".join(f"│ {esc(line)}" for line in lines)
+    if hidden:
+        text = f"… {hidden} earlier log line{'' if hidden == 1 else 's'}\n{text}"
+    return f'<div class="nbagent-log nbagent-dim">{text}</div>'
 
 
 def _node_line(node: NodeRecord) -> str:

@@ -71,6 +71,7 @@ from typing import Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.openai_agents.clients import own_client
+from nbagent.adapters.openai_agents.mcp import connected_for_run
 from nbagent.adapters.openai_agents.records import (
     HANDED_BACK,
     arguments_of,
@@ -131,8 +132,14 @@ def _declare_run_keywords(cls: type) -> None:
 class OpenAIAgentsSource(Source):
     """An nbagent source for an OpenAI Agents SDK agent; ``nbagent.start`` makes one for you."""
 
-    takes_turns = False
-    """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
+    @property
+    def takes_turns(self) -> bool:  # type: ignore[override]
+        """The agent keeps nothing between runs, so only a continued run waits
+        (``nbagent.runtime.turns``); but an agent with MCP servers, which each run connects and
+        cleans up (``mcp``), runs one run at a time."""
+        from nbagent.adapters.openai_agents.mcp import servers_of
+
+        return bool(servers_of(self.agent))
 
     def __init__(self, agent: Any) -> None:
         require_openai_agents()
@@ -170,6 +177,14 @@ class OpenAIAgentsSource(Source):
             f"not {type(task).__name__}"
         )
 
+    def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
+        """Refuse an agent whose MCP server is connected on another loop (``mcp``)."""
+        from nbagent.adapters.openai_agents.mcp import refusal
+
+        refused = refusal(self.agent)
+        if refused:
+            raise ValueError(refused)
+
     def approvals_refusal(self) -> str:
         return (
             "approve= is not supported for OpenAI Agents SDK agents: give the tool "
@@ -185,7 +200,7 @@ class OpenAIAgentsSource(Source):
         ``_declare_run_keywords``), but for ``include_usage`` (see the module's note)."""
         run_input = self._input(task, ctx, reset, options)
         run_config = with_usage_asked(self.agent, options.get("run_config"))
-        async with own_client(run_config) as run_config:
+        async with own_client(run_config) as run_config, connected_for_run(self.agent):
             options = {**options, "run_config": run_config}
             if options["run_config"] is None:
                 del options["run_config"]

@@ -145,6 +145,14 @@ class PydanticAISource(Source):
             f"not {type(task).__name__}"
         )
 
+    def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
+        """Refuse an agent whose MCP toolset is running on another loop (``mcp``)."""
+        from nbagent.adapters.pydantic_ai.mcp import refusal
+
+        refused = refusal(self.agent, options)
+        if refused:
+            raise ValueError(refused)
+
     def __repr__(self) -> str:
         return f"PydanticAISource({self.name}, model={self.model_name!r})"
 

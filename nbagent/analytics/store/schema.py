@@ -30,11 +30,11 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -98,6 +98,8 @@ CREATE TABLE tool_calls (
     error TEXT,
     approval TEXT,
     approval_wait_s REAL,
+    progress TEXT,
+    logs TEXT,
     PRIMARY KEY (run_id, step, seq)
 ) WITHOUT ROWID;
 """
@@ -132,6 +134,11 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE steps ADD COLUMN model_ended_at TEXT;
         ALTER TABLE tool_calls ADD COLUMN approval TEXT;
         ALTER TABLE tool_calls ADD COLUMN approval_wait_s REAL;
+    """,
+    # Version 4 did not keep a tool call's last progress nor its server's log lines.
+    4: """
+        ALTER TABLE tool_calls ADD COLUMN progress TEXT;
+        ALTER TABLE tool_calls ADD COLUMN logs TEXT;
     """,
 }
 """``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
@@ -316,7 +323,38 @@ def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[An
         call.error,
         call.approval,
         call.approval_wait_s,
+        _progress_json(call.progress),
+        to_json({"lines": call.logs, "dropped": call.logs_dropped}) if call.logs else None,
     )
+
+
+def _progress_json(progress: ToolProgress | None) -> str | None:
+    if progress is None:
+        return None
+    return to_json({"progress": progress.progress, "total": progress.total, "message": progress.message})
+
+
+def _progress_of(text: Any) -> ToolProgress | None:
+    """A ``progress`` column back as a ``ToolProgress`` (``None`` for anything else: a foreign
+    writer's or a damaged row must not fail the read)."""
+    value = from_json(text)
+    if not isinstance(value, dict):
+        return None
+    amount, total, message = value.get("progress"), value.get("total"), value.get("message")
+    if not isinstance(amount, (int, float)) or isinstance(amount, bool):
+        return None
+    total = float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+    return ToolProgress(float(amount), total, message if isinstance(message, str) else None)
+
+
+def _logs_of(text: Any) -> tuple[list[str], int]:
+    """A ``logs`` column back as the kept lines and the count of those dropped."""
+    value = from_json(text)
+    if not isinstance(value, dict):
+        return [], 0
+    lines, dropped = value.get("lines"), value.get("dropped")
+    lines = [line for line in lines if isinstance(line, str)] if isinstance(lines, list) else []
+    return lines, dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0
 
 
 def _scrubbed(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -414,6 +452,7 @@ def read_records(
         owner = steps.get((row[0], row[1]))
         if owner is None:
             continue
+        logs, dropped = _logs_of(row[16])
         owner.tool_calls.append(
             ToolCallRecord(
                 call_id=row[3],
@@ -428,6 +467,9 @@ def read_records(
                 end_s=row[9],
                 approval=row[13],
                 approval_wait_s=row[14],
+                progress=_progress_of(row[15]),
+                logs=logs,
+                logs_dropped=dropped,
             )
         )
     return list(runs.values())
