@@ -25,7 +25,7 @@ another catches sits under ``NbagentError``::
     KeyboardInterrupt
     └── StoppedByKeyboard           Ctrl-C stopped what a caller waited on (raised after the record)
 
-Signals private to one module stay outside the tree: ``smolagents_stop.RunStopped`` is a
+Signals private to one module stay outside the tree: ``smolagents.stop.RunStopped`` is a
 ``BaseException`` raised into a smolagents worker thread so that the user's ``except Exception``
 cannot swallow a Stop; the batch's own ``Abandoned`` and ``RaisedInThread`` never leave their
 module.

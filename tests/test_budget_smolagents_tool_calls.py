@@ -8,7 +8,7 @@ from smolagents_fakes import Turn, answer, code
 from test_smolagents import Fakes
 
 import nbagent
-from nbagent.adapters import smolagents as adapter
+from nbagent.adapters.smolagents import source as adapter
 from nbagent.guardrails import Limits
 
 pytestmark = pytest.mark.needs("smolagents")

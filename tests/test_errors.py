@@ -16,7 +16,7 @@ CAUGHT_ACROSS_MODULES = [
     ("nbagent.batches.ray_run", "NotAccepted"),
     ("nbagent.analytics.store.file", "StoreError"),
     ("nbagent.analytics.store.leases", "LeaseHeldError"),
-    ("nbagent.adapters.langgraph_threads", "ThreadPausedError"),
+    ("nbagent.adapters.langgraph.threads", "ThreadPausedError"),
 ]
 
 
@@ -28,6 +28,6 @@ def test_an_exception_caught_outside_its_module_is_an_nbagent_error(module: str,
 
 
 def test_a_paused_thread_is_still_a_value_error_for_code_that_caught_one() -> None:
-    from nbagent.adapters.langgraph_threads import ThreadPausedError
+    from nbagent.adapters.langgraph.threads import ThreadPausedError
 
     assert issubclass(ThreadPausedError, ValueError)

@@ -9,7 +9,7 @@ from smolagents_fakes import Turn, answer, call, code
 from test_smolagents import KIND_IDS, KINDS, Fakes, answer_turn, held, lookup_turn
 
 import nbagent
-from nbagent.adapters import smolagents as adapter
+from nbagent.adapters.smolagents import source as adapter
 from nbagent.analytics import cost
 from nbagent.guardrails import Limits
 from nbagent.guardrails.limits import estimate_tokens

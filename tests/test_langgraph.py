@@ -18,7 +18,7 @@ from langgraph_fakes import ScriptedChatModel, reply
 from langgraph_scenarios import _ask_graph, _chain_graph, _hitl_agent, add
 
 import nbagent
-from nbagent.adapters.langgraph import records_from_langgraph
+from nbagent.adapters.langgraph.source import records_from_langgraph
 
 pytestmark = pytest.mark.needs("langgraph")
 
@@ -144,7 +144,7 @@ def test_runs_on_one_thread_take_turns_and_other_threads_run_side_by_side() -> N
 
 
 def test_one_source_object_shared_by_runs_on_two_threads_keeps_each_run_on_its_thread() -> None:
-    from nbagent.adapters.langgraph import LangGraphSource
+    from nbagent.adapters.langgraph.source import LangGraphSource
 
     graph, _model = _slow_model_agent(delay_s=0.01)
     source = LangGraphSource(graph)

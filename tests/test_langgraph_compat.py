@@ -16,7 +16,7 @@ from langgraph.types import Command
 from langgraph_scenarios import Scenario, all_scenarios
 
 import nbagent
-from nbagent.adapters.langgraph_records import content_text, message_type, output_of
+from nbagent.adapters.langgraph.records import content_text, message_type, output_of
 
 pytestmark = pytest.mark.needs("langgraph")
 

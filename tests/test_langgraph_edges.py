@@ -15,7 +15,7 @@ from langgraph_fakes import ScriptedChatModel, reply
 from langgraph_scenarios import MapState, _ask_graph, _failing_graph, _hitl_agent, add
 
 import nbagent
-from nbagent.adapters.langgraph_threads import INTERRUPTED_OUTPUT
+from nbagent.adapters.langgraph.threads import INTERRUPTED_OUTPUT
 
 pytestmark = pytest.mark.needs("langgraph")
 

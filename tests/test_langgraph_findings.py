@@ -29,8 +29,8 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 import nbagent
-from nbagent.adapters.langgraph import LangGraphSource
-from nbagent.adapters.langgraph_threads import INTERRUPTED_OUTPUT
+from nbagent.adapters.langgraph.source import LangGraphSource
+from nbagent.adapters.langgraph.threads import INTERRUPTED_OUTPUT
 from nbagent.view.html import step_html
 from nbagent.view.terminal import TextView
 from nbagent.view.terminal_approvals import TerminalApprovals

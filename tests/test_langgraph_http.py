@@ -45,7 +45,7 @@ def test_a_chat_openai_made_with_stream_usage_keeps_usage_in_the_record_and_the_
 def test_nbagent_asks_the_server_what_langgraphs_own_token_stream_asks_and_keeps_unknown_unknown() -> None:
     """nbagent changes nothing on the request: the same body as ``astream(stream_mode="messages")``.
     A model made without ``stream_usage`` streams without usage there too (nbagent cannot ask for
-    it per run: see ``nbagent.adapters.langgraph``); the record says unknown, not zero."""
+    it per run: see ``nbagent.adapters.langgraph.source``); the record says unknown, not zero."""
     with OpenAIServer([Stream("Hi there.", usage=(12, 3)), Stream("Hi there.", usage=(12, 3))]) as server:
         # its own HTTP client: LangChain's shared default one stays bound to the loop it first ran on
         plain_graph = _agent(server, http_async_client=httpx.AsyncClient())

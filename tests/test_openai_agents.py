@@ -24,8 +24,8 @@ from agents.usage import Usage
 from conftest import wait_until
 
 import nbagent
-from nbagent.adapters import openai_agents as adapter
 from nbagent.adapters import source_for
+from nbagent.adapters.openai_agents import source as adapter
 
 pytestmark = pytest.mark.needs("openai-agents")
 

@@ -12,7 +12,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from conftest import wait_until
 
 import nbagent
-from nbagent.adapters import openai_agents as adapter
+from nbagent.adapters.openai_agents import source as adapter
 
 pytestmark = pytest.mark.needs("openai-agents")
 

@@ -272,7 +272,7 @@ def test_a_task_of_another_type_is_refused_at_start():
 
 
 def test_every_run_streamed_keyword_is_accepted():
-    from nbagent.adapters.openai_agents import run_keywords
+    from nbagent.adapters.openai_agents.source import run_keywords
 
     assert {"error_handlers", "auto_previous_response_id", "max_turns", "session"} <= set(run_keywords())
     with pytest.raises(TypeError, match="error_handlers"):

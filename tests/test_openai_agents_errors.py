@@ -14,7 +14,7 @@ from openai import APIConnectionError, BadRequestError
 from openai_agents_scenarios import API_URL, explode_loudly, http, says
 
 import nbagent
-from nbagent.adapters.openai_agents import model_error, with_usage_asked
+from nbagent.adapters.openai_agents.source import model_error, with_usage_asked
 from nbagent.errors import ModelError
 
 pytestmark = pytest.mark.needs("openai-agents")

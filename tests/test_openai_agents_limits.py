@@ -21,7 +21,7 @@ from agents.usage import Usage
 from conftest import wait_until
 
 import nbagent
-from nbagent.adapters import openai_agents as adapter
+from nbagent.adapters.openai_agents import source as adapter
 from nbagent.analytics import cost
 
 pytestmark = pytest.mark.needs("openai-agents")

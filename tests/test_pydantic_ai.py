@@ -17,8 +17,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import nbagent
-from nbagent.adapters import pydantic_ai as adapter
 from nbagent.adapters import source_for
+from nbagent.adapters.pydantic_ai import source as adapter
 
 pytestmark = pytest.mark.needs("pydantic-ai")
 
@@ -402,7 +402,7 @@ def test_runs_of_one_agent_take_turns():
 def test_run_result_is_the_agent_run_result_that_agent_run_returns():
     from pydantic_ai.agent import AgentRunResult
 
-    from nbagent.adapters.pydantic_ai_records import chat_messages
+    from nbagent.adapters.pydantic_ai.records import chat_messages
 
     def reply(messages: list[ModelMessage], info: AgentInfo):
         if last_part(messages).part_kind == "user-prompt":

@@ -29,14 +29,14 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai_scenarios import SCENARIOS, Case, with_tools
 
 import nbagent
-from nbagent.adapters.pydantic_ai_records import (
+from nbagent.adapters.pydantic_ai.records import (
     chat_messages,
     records_from_pydantic_ai,
     tool_calls_of,
     tool_outcome,
     usage_of,
 )
-from nbagent.adapters.pydantic_ai_steps import streams_as_agent_run
+from nbagent.adapters.pydantic_ai.stream import streams_as_agent_run
 from nbagent.errors import describe
 
 pytestmark = pytest.mark.needs("pydantic-ai")

@@ -16,7 +16,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDenied
 
 import nbagent
-from nbagent.adapters.pydantic_ai_records import records_from_pydantic_ai
+from nbagent.adapters.pydantic_ai.records import records_from_pydantic_ai
 
 pytestmark = pytest.mark.needs("pydantic-ai")
 

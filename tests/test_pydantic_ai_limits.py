@@ -9,7 +9,7 @@ from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import nbagent
-from nbagent.adapters import pydantic_ai as adapter
+from nbagent.adapters.pydantic_ai import source as adapter
 from nbagent.analytics import cost
 
 pytestmark = pytest.mark.needs("pydantic-ai")

@@ -48,7 +48,7 @@ from smolagents_fakes import (
 )
 
 import nbagent
-from nbagent.adapters import smolagents as adapter
+from nbagent.adapters.smolagents import source as adapter
 
 pytestmark = pytest.mark.needs("smolagents")
 

@@ -19,7 +19,7 @@ from smolagents.monitoring import LogLevel
 from smolagents_server import ChatServer, Reply, answer_call, code_reply
 
 import nbagent
-from nbagent.adapters import smolagents as adapter
+from nbagent.adapters.smolagents import source as adapter
 
 pytestmark = pytest.mark.needs("smolagents")
 

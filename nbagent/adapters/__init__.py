@@ -45,10 +45,10 @@ def instance_of(obj: Any, module_name: str, class_name: str) -> bool:
 
 
 _RECORDS_FROM = {
-    "records_from_smolagents": "smolagents_memory",
-    "records_from_pydantic_ai": "pydantic_ai_records",
-    "records_from_openai_agents": "openai_agents_records",
-    "records_from_langgraph": "langgraph_records",
+    "records_from_smolagents": "smolagents.records",
+    "records_from_pydantic_ai": "pydantic_ai.records",
+    "records_from_openai_agents": "openai_agents.records",
+    "records_from_langgraph": "langgraph.records",
 }
 
 

@@ -1,7 +1,7 @@
 """LangGraph interrupts in the live view's approval panel.
 
 A graph paused on ``interrupt(payload)`` has pending requests (``PendingApproval.form`` says what
-each asks; ``nbagent.adapters.langgraph_interrupts``). The approval panel draws a row per request:
+each asks; ``nbagent.adapters.langgraph.interrupts``). The approval panel draws a row per request:
 
 - an approval-shaped request (LangChain's human-in-the-loop review of a tool call): the call's
   arguments and the decisions its review allows (``allowed_decisions``): **Approve**, **Deny**

@@ -24,13 +24,6 @@ from nbagent.records import RunRecord
 from nbagent.runtime.source import Source
 
 GAPS: dict[tuple[str, str], str] = {
-    ("test_stop_after_step_lets_the_tool_finish_and_starts_no_next_step", "smolagents"): (
-        "smolagents: a Stop after step asked for while a tool runs lets the next step (its final "
-        "answer) run, and the run ends success"
-    ),
-    ("test_a_step_budget_ends_the_run_limit_max_steps", "smolagents"): (
-        "smolagents: Limits(max_steps=2) lets a third step (the final answer) run; the run ends success"
-    ),
     ("test_a_step_budget_ends_the_run_limit_max_steps", "openai-agents"): (
         "Agents SDK: Limits(max_steps=2) lets a third turn run; the run ends success"
     ),

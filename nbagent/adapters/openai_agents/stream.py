@@ -1,4 +1,4 @@
-"""The Agents SDK's stream, read as nbagent events (used by ``nbagent.adapters.openai_agents``).
+"""The Agents SDK's stream, read as nbagent events (used by ``nbagent.adapters.openai_agents.source``).
 
 ``Translator.apply`` takes each public stream event of ``Runner.run_streamed`` on the runner's loop:
 a step is one turn (it opens with the model's ``response.created``, its text streams from
@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.adapters.openai_agents_records import arguments_of, message_text, raw_field, usage_of
+from nbagent.adapters.openai_agents.records import arguments_of, message_text, raw_field, usage_of
 from nbagent.context import RunContext
 
 INTERRUPTED_OUTPUT = "interrupted: the run was stopped before this call returned"

@@ -7,6 +7,12 @@ before smolagents starts work that opens a step (so a slow model call shows as a
 nothing for those), and ``MaxStepsFinal`` for the ``ActionStep`` smolagents yields twice at max
 steps (#1816). ``Done`` ends every run.
 
+A step's end is a handshake (``Boundary``): after posting the step, the worker waits until the loop
+has read it, then looks at the run's cancel scope. A "Stop after step" the user asked for during the
+step, or one a budget asked for as the loop read the step's end (``Limits(max_steps=)``), is seen
+there, before smolagents can start the next step: the worker then sets smolagents' own
+``interrupt()``, which smolagents reads at the top of its next step.
+
 Tools called from code. smolagents hands a ``LocalPythonExecutor`` the agent's tools in every
 ``run()`` (``send_tools``); after that call the worker replaces the executor's tools with
 ``CodeTool``s, which the executor owns until smolagents rebuilds them next run. A ``CodeTool``
@@ -21,7 +27,7 @@ smolagents yields, which for a ``ToolCallingAgent`` comes before any call of its
 each call from code) is first counted against ``max_tool_calls`` (``tool_call_allowed``): one
 over the budget stops the run before it starts. Then it waits for its approval, if it needs one.
 
-A Stop (``StopSwitch``, see ``smolagents_stop``) raises ``RunStopped`` in the worker. The stream is
+A Stop (``StopSwitch``, see ``smolagents.stop``) raises ``RunStopped`` in the worker. The stream is
 then let run to its end, never closed mid-step (smolagents #2703): smolagents' own ``finally``
 yields the cut ``ActionStep`` into memory, and the worker marks it interrupted so a continued run
 tells the model.
@@ -39,9 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nbagent.adapters.smolagents_console import RunConsole
-from nbagent.adapters.smolagents_memory import interrupted_step_error
-from nbagent.adapters.smolagents_stop import RunStopped, StopSwitch, agent_tree, current_switch
+from nbagent.adapters.smolagents.console import RunConsole
+from nbagent.adapters.smolagents.records import interrupted_step_error
+from nbagent.adapters.smolagents.stop import RunStopped, StopSwitch, agent_tree, current_switch
 from nbagent.errors import describe
 from nbagent.guardrails.approvals import Approvals, Decision, denial_observation
 from nbagent.guardrails.limits import tool_call_allowed
@@ -81,6 +87,13 @@ class Held:
     refs: tuple[str, ...]
     nested: bool
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """A step ended: the loop sets ``read`` once it has read everything posted before it."""
+
+    read: threading.Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +173,7 @@ class Worker:
         self.scope = scope
         self.switch = StopSwitch(agent_tree(agent))
         self._post_entry = post
-        self._after_step = False
+        self._boundary: Boundary | None = None
         self._keys = itertools.count(1)
         self._step_calls: list[Any] = []
         """The ToolCalls of the step so far, until the last one (then they are decided)."""
@@ -180,13 +193,9 @@ class Worker:
     def stop_now(self) -> None:
         """Stop the run at once (any thread); the worker unwinds on its own."""
         self.switch.stop()
-
-    def stop_after_step(self) -> None:
-        """smolagents' own interrupt: the step in progress finishes, then the run stops."""
-        self._after_step = True
-        agent = self.agent
-        if agent is not None:
-            agent.interrupt()
+        boundary = self._boundary
+        if boundary is not None:  # nobody will read it: let the worker see the Stop
+            boundary.read.set()
 
     def post(self, item: Any) -> None:
         if not self.switch.stopped:  # after a Stop nobody listens
@@ -216,6 +225,20 @@ class Worker:
             self.finished.set_result(None)
             self.post(Done(error))
 
+    def _at_boundary(self, agent: Any) -> None:
+        """Wait until the loop has read the step just posted, then stop if the run asks to."""
+        boundary = self._boundary = Boundary(threading.Event())
+        self.post(boundary)
+        boundary.read.wait()
+        self._boundary = None
+        if self.switch.stopped:
+            raise RunStopped()
+        self._stop_if_asked(agent)
+
+    def _stop_if_asked(self, agent: Any) -> None:
+        if self.scope.stop_after_step:
+            agent.interrupt()  # smolagents' own: read at the top of its next step
+
     def _run(self) -> None:
         from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
 
@@ -224,8 +247,7 @@ class Worker:
         step_ahead, last_action = True, None
         denial: BaseException | None = None
         try:
-            if self._after_step:
-                agent.interrupt()  # run() has just cleared the switch
+            self._stop_if_asked(agent)  # run() has just cleared smolagents' switch
             self._hand_tools_to_code(agent)
             while True:
                 if step_ahead and not agent.interrupt_switch:
@@ -250,6 +272,9 @@ class Worker:
                     step_ahead = False
                 if step_ahead:
                     self.console.drop_captured()  # a step ended
+                    self.post(item)
+                    self._at_boundary(agent)
+                    continue
                 if isinstance(item, ToolCall):
                     # The step's calls so far have not run (a ToolCallingAgent yields them all first).
                     self._within_budget(item, (*(str(c.id) for c in self._step_calls), str(item.id)), False)

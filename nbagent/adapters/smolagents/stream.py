@@ -1,8 +1,8 @@
 """What a smolagents stream yields, as nbagent events: the translator of one run.
 
-Part of the smolagents adapter (``nbagent.adapters.smolagents``, whose docstring tells how steps,
+Part of the smolagents adapter (``nbagent.adapters.smolagents.source``, whose docstring tells how steps,
 tool calls, usage and approvals map), kept apart so each file reads in one sitting. It runs on the
-runner's loop, fed in order with what the worker posted (``smolagents_worker``).
+runner's loop, fed in order with what the worker posted (``smolagents.worker``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.adapters.smolagents_memory import error_of, model_name, text_of, usage_of
-from nbagent.adapters.smolagents_worker import ApprovalAsked, Held, MaxStepsFinal, Nested, StepStarting
+from nbagent.adapters.smolagents.records import error_of, model_name, text_of, usage_of
+from nbagent.adapters.smolagents.worker import ApprovalAsked, Held, MaxStepsFinal, Nested, StepStarting
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.guardrails.approvals import Decision

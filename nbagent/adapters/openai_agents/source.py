@@ -3,7 +3,7 @@
 ``nbagent.start(agent, task)`` on an Agents SDK agent gets the same live view, Stop button and
 records as a native agent, and the same answer, usage, history and errors as ``Runner.run``. The
 run is the real ``Runner.run_streamed(agent, task, ...)`` on the runner's loop; its stream is read
-by ``nbagent.adapters.openai_agents_stream``. The task is what the SDK takes: a string, a list of
+by ``nbagent.adapters.openai_agents.stream``. The task is what the SDK takes: a string, a list of
 input items, or a ``RunState`` to resume. Every keyword of ``Runner.run_streamed`` passes through
 as given (``max_turns=None`` included); the set is read from the installed SDK. Nothing on the
 agent is wrapped or swapped; the run's ``hooks`` are nbagent's, which note each tool the SDK
@@ -70,8 +70,8 @@ import sys
 from typing import Any
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.openai_agents_clients import own_client
-from nbagent.adapters.openai_agents_records import (
+from nbagent.adapters.openai_agents.clients import own_client
+from nbagent.adapters.openai_agents.records import (
     HANDED_BACK,
     arguments_of,
     last_user_text,
@@ -80,7 +80,7 @@ from nbagent.adapters.openai_agents_records import (
     records_from_openai_agents,
     require_openai_agents,
 )
-from nbagent.adapters.openai_agents_stream import (
+from nbagent.adapters.openai_agents.stream import (
     ABANDONED_ERROR,
     INTERRUPTED_OUTPUT,
     Translator,

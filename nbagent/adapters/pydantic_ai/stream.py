@@ -1,5 +1,5 @@
 """What nbagent reports of one pydantic-ai run as its nodes run: steps, text, tool calls, usage,
-approvals. Used by ``nbagent.adapters.pydantic_ai``, on the runner's loop only.
+approvals. Used by ``nbagent.adapters.pydantic_ai.source``, on the runner's loop only.
 
 A step is one model request plus the tool calls that answer it. Its text streams in when the
 model can stream (``ModelRequestNode.stream``); a model that cannot (a ``FunctionModel`` without
@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from nbagent.adapters.pydantic_ai_records import response_text, tool_calls_of, tool_outcome, usage_of
+from nbagent.adapters.pydantic_ai.records import response_text, tool_calls_of, tool_outcome, usage_of
 from nbagent.context import RunContext
 from nbagent.errors import describe
 from nbagent.guardrails.approvals import denial_observation

@@ -29,7 +29,7 @@ pydantic-ai's ``agent.run`` takes (read from its signature), and passes them on 
 may be a ``str``, a sequence of user content (text, ``ImageUrl``, ``BinaryContent``...), or ``None``
 (with ``message_history`` or ``deferred_tool_results``). An ``event_stream_handler`` (the run's or
 the agent's own) gets every event, as under ``agent.run``; a model that cannot stream is asked with
-``model.request``, as ``agent.run`` asks it (``nbagent.adapters.pydantic_ai_steps``).
+``model.request``, as ``agent.run`` asks it (``nbagent.adapters.pydantic_ai.stream``).
 
 End states. A ``UsageLimits(request_limit=...)`` reached is ``"max_steps"``; any other limit of
 ``usage_limits`` crossed is ``"limit"``, its ``stop_reason`` the field's name (``total_tokens_limit``)
@@ -66,8 +66,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.pydantic_ai_clients import own_client
-from nbagent.adapters.pydantic_ai_records import (
+from nbagent.adapters.pydantic_ai.clients import own_client
+from nbagent.adapters.pydantic_ai.records import (
     agent_name,
     chat_messages,
     content_text,
@@ -75,7 +75,7 @@ from nbagent.adapters.pydantic_ai_records import (
     records_from_pydantic_ai,
     require_pydantic_ai,
 )
-from nbagent.adapters.pydantic_ai_steps import Steps
+from nbagent.adapters.pydantic_ai.stream import Steps
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.runtime.source import Source
@@ -164,7 +164,7 @@ class PydanticAISource(Source):
         to decide: its deferred calls end it with ``DeferredToolRequests``, as ``agent.run`` does."""
         from pydantic_ai.capabilities import HandleDeferredToolCalls
 
-        from nbagent.adapters.pydantic_ai_approvals import approval_policy
+        from nbagent.adapters.pydantic_ai.approvals import approval_policy
 
         policy = approval_policy(steps.ctx.approvals)
         if policy is None and not steps.ctx.shown:
@@ -239,7 +239,7 @@ class PydanticAISource(Source):
 
 
 def _using(options: dict[str, Any], model: Any, for_run: Any) -> dict[str, Any]:
-    """``options`` with the run's own copy of ``model`` when it got one (``pydantic_ai_clients``)."""
+    """``options`` with the run's own copy of ``model`` when it got one (``pydantic_ai.clients``)."""
     return options if for_run is model else {**options, "model": for_run}
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbagent.adapters.langgraph_records import message_type, messages_of
+from nbagent.adapters.langgraph.records import message_type, messages_of
 from nbagent.errors import NbagentError
 from nbagent.text import safe_text, shorten
 

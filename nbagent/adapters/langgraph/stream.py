@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.adapters.langgraph_records import compact, content_text, message_type, tool_outcome, usage_of
+from nbagent.adapters.langgraph.records import compact, content_text, message_type, tool_outcome, usage_of
 from nbagent.context import RunContext
 
 TOOL_NODES = frozenset({"tools"})

@@ -5,7 +5,7 @@
 and the record. The run is the real ``graph.astream(...)`` on the user's graph, driven on the
 runner's loop through LangGraph's public streaming API (``stream_mode=["messages", "updates",
 "tasks", "values"]``, ``subgraphs=True``); what each chunk becomes in the record is in
-``nbagent.adapters.langgraph_stream``. Nothing on the graph is wrapped or swapped.
+``nbagent.adapters.langgraph.stream``. Nothing on the graph is wrapped or swapped.
 
 Inputs. A string is one user message (``{"messages": [...]}``; a graph without a ``messages``
 channel needs its state as a dict), a list is the messages (or, for a graph whose whole state is a
@@ -47,11 +47,11 @@ for ``reset=True``, the thread of the graph's previous run for ``reset=False``. 
 checkpointer keeps nothing: ``reset=False`` is refused with the reason, and a pending
 ``interrupt()`` ends the run as with ``interrupts="end"`` (nothing could resume it). Before a new
 input goes to a thread, a pause at ``interrupt()`` is refused with how to answer it, and tool
-calls a Stop cut are answered "interrupted" (``nbagent.adapters.langgraph_threads``).
+calls a Stop cut are answered "interrupted" (``nbagent.adapters.langgraph.threads``).
 
 End states. ``GraphRecursionError`` (``recursion_limit``, or ``max_steps=`` which sets it) is
 ``"max_steps"``; a node that raised is ``"error"`` with its exception; a pending ``interrupt()``
-waits for a person (``nbagent.adapters.langgraph_interrupts``), or with ``interrupts="end"`` (and
+waits for a person (``nbagent.adapters.langgraph.interrupts``), or with ``interrupts="end"`` (and
 always for a graph without a checkpointer) ends the run ``"success"`` with LangGraph's own
 ``__interrupt__`` in the output, as ``ainvoke`` does. A call a Stop cut ends ``cancelled`` with the
 error "interrupted"; a call the graph ended on without running it (an extraction graph, a pause at
@@ -68,8 +68,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.langgraph_interrupts import answer_interrupts
-from nbagent.adapters.langgraph_records import (
+from nbagent.adapters.langgraph.interrupts import answer_interrupts
+from nbagent.adapters.langgraph.records import (
     chat_messages,
     content_text,
     messages_of,
@@ -77,8 +77,8 @@ from nbagent.adapters.langgraph_records import (
     records_from_langgraph,
     require_langgraph,
 )
-from nbagent.adapters.langgraph_stream import StepTracker, tool_nodes_of
-from nbagent.adapters.langgraph_threads import pending_calls, prepare_thread, resumes
+from nbagent.adapters.langgraph.stream import StepTracker, tool_nodes_of
+from nbagent.adapters.langgraph.threads import pending_calls, prepare_thread, resumes
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
 from nbagent.runtime.identity_map import IdentityMap

@@ -2,22 +2,23 @@
 
 ``nbagent.start(agent, task)`` on a smolagents agent gets the same live view, Stop button and
 records as a native agent, and the agent behaves exactly as under ``agent.run``: a worker thread
-(``smolagents_worker``) runs the real ``agent.run(task, stream=True, ...)`` on the user's own
+(``smolagents.worker``) runs the real ``agent.run(task, stream=True, ...)`` on the user's own
 agent, model and tools, none of them wrapped or swapped (the only stand-ins are the tools a
 ``LocalPythonExecutor`` holds, which smolagents itself rebuilds every run), and this module
 translates what the stream yields (``PlanningStep``, ``ActionStep``, ``FinalAnswerStep``,
 ``ToolCall``, ``ToolOutput``, ``ChatMessageStreamDelta``) into nbagent events on the runner's
 loop. smolagents' ``run()`` options (``images``, ``additional_args``, ``max_steps``) pass through.
-smolagents' console output is silenced while a view shows the run (``smolagents_console``).
+smolagents' console output is silenced while a view shows the run (``smolagents.console``).
 
 How a Stop lands. ``interrupt("now")`` cancels ``drive``, which stops the run's ``StopSwitch``
-(``smolagents_stop``: an exception in the threads working for the run, its sockets shut down, so
-the model server sees the client go) and returns at once, without waiting for the worker: the
-record is complete when the Stop returns. The worker unwinds within milliseconds, or, if it is
-blocked in C without a socket of the run, as soon as that call returns; ``wait_idle(agent)`` tells
-when. ``interrupt("after_step")`` is smolagents' own ``interrupt()``: the step in progress
-finishes, and smolagents' bare ``AgentError`` that follows is recognised by its exact type and
-the agent's ``interrupt_switch``, never by its message.
+(``smolagents.stop``: an exception in the threads working for the run, its sockets shut down, so the
+model server sees the client go) and returns at once, without waiting for the worker: the record is
+complete when the Stop returns. The worker unwinds within milliseconds, or, if it is blocked in C
+without a socket of the run, as soon as that call returns; ``wait_idle(agent)`` tells when.
+``interrupt("after_step")`` is smolagents' own ``interrupt()``, set by the worker at the step's end
+(``smolagents.worker``, ``Boundary``): the step in progress finishes, and smolagents' bare
+``AgentError`` that follows is recognised by its exact type and the agent's ``interrupt_switch``,
+never by its message.
 
 Who wins a race. The run's ``CancelScope`` decides the end state: a Stop accepted before the run
 ended makes it ``"interrupted"``, even if smolagents had just produced its answer. The worker's
@@ -34,7 +35,7 @@ included, which smolagents' Monitor leaves out; once per step, never also per st
 its error. The ``ActionStep`` smolagents yields twice at max steps (#1816) closes the final-answer
 step instead; the run ends ``"max_steps"`` and keeps the answer smolagents forced. A
 ``CodeAgent``'s code runs as one ``python_interpreter`` tool call; the tools and managed agents it
-calls show as tool calls too. The translator is ``smolagents_translate``.
+calls show as tool calls too. The translator is ``smolagents.stream``.
 
 Approvals. ``start(agent, task, approve=...)`` (names or a predicate; a smolagents tool with
 ``requires_approval = True`` too) makes calls wait for a person, in the worker thread, before they
@@ -54,16 +55,17 @@ import contextlib
 from typing import Any
 
 from nbagent.adapters import instance_of
-from nbagent.adapters.smolagents_console import RunConsole, caller_capture
-from nbagent.adapters.smolagents_memory import (
+from nbagent.adapters.smolagents.console import RunConsole, caller_capture
+from nbagent.adapters.smolagents.records import (
     agent_name,
     model_name,
     records_from_smolagents,
     require_smolagents,
 )
-from nbagent.adapters.smolagents_stop import RunStopped, agent_tree
-from nbagent.adapters.smolagents_translate import Translator
-from nbagent.adapters.smolagents_worker import (
+from nbagent.adapters.smolagents.stop import RunStopped, agent_tree
+from nbagent.adapters.smolagents.stream import Translator
+from nbagent.adapters.smolagents.worker import (
+    Boundary,
     Done,
     Entry,
     Worker,
@@ -75,9 +77,6 @@ from nbagent.errors import AgentError
 from nbagent.runtime.source import Source
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
-
-AFTER_STEP_POLL_S = 0.05
-"""How often ``drive`` looks for an ``interrupt("after_step")`` (it only needs to beat a step)."""
 
 
 def is_smolagents_agent(obj: Any) -> bool:
@@ -149,7 +148,7 @@ class SmolagentsSource(Source):
             raise AgentError(
                 f"the interrupted run of {self.name} is still {previous.phase} in the background "
                 f"after {self.join_timeout_s:g} s; wait for it "
-                "(nbagent.adapters.smolagents.wait_idle(agent)) or use a new agent"
+                "(nbagent.adapters.smolagents.source.wait_idle(agent)) or use a new agent"
             ) from None
         ctx.dequeued()
 
@@ -186,7 +185,6 @@ class SmolagentsSource(Source):
             self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope, ctx.approvals
         )
         translator = Translator(ctx, self.agent, run_options.get("max_steps") or self.agent.max_steps)
-        watcher = loop.create_task(_watch_stop_after_step(ctx, worker))
         worker.start()
         try:
             while True:
@@ -195,6 +193,9 @@ class SmolagentsSource(Source):
                     output = translator.finish(item.error)
                     ctx.set_result(output)  # what ``agent.run(task)`` returns
                     return output
+                if isinstance(item, Boundary):  # the step's end is read: its budgets are counted
+                    item.read.set()
+                    continue
                 translator.apply(t, wall, item)
         except BaseException:
             if not worker.finished.done():
@@ -202,15 +203,7 @@ class SmolagentsSource(Source):
             # What the worker posted before the Stop happened before it: record it, then close.
             while not entries.empty():
                 t, wall, item = entries.get_nowait()
-                if not isinstance(item, Done):
+                if not isinstance(item, (Done, Boundary)):
                     translator.apply(t, wall, item)
             translator.abandon()
             raise
-        finally:
-            watcher.cancel()
-
-
-async def _watch_stop_after_step(ctx: RunContext, worker: Worker) -> None:
-    while not ctx.scope.stop_after_step:
-        await asyncio.sleep(AFTER_STEP_POLL_S)
-    worker.stop_after_step()
