@@ -38,3 +38,25 @@ class Counter:
 def five_steps() -> list[Any]:
     """Steps 1-4 call ``add`` once each (call ids c1..c4), step 5 answers."""
     return [[ToolCall("add", {"a": n, "b": n}, f"c{n}")] for n in range(1, 5)] + ["the sum is 20"]
+
+
+def fresh_process(code: str, timeout: float = 120.0) -> dict[str, Any]:
+    """Run ``code`` in a new interpreter (this worktree's nbagent, the tests' helpers importable)
+    and return the JSON it printed last: what a fork in another kernel sees."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(tests.parent), str(tests), os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
