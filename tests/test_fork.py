@@ -9,7 +9,7 @@ import gc
 
 import pytest
 from conftest import wait_until
-from fork_support import Counter, Spy, five_steps
+from fork_support import Counter, Spy, five_steps, fresh_process
 
 import nbagent
 from nbagent.errors import ForkError
@@ -266,3 +266,25 @@ def test_the_live_view_of_a_fork_says_what_it_forks(views):
     (view,) = views
     assert f"fork of run {record.run_id} at step 3" in view.summary.value
     assert "steps 1–2" in view.summary.value
+
+
+def test_a_stored_run_forks_in_a_fresh_process_with_agent(tmp_path):
+    path = tmp_path / "runs.db"
+    made = original(store=nbagent.RunStore(path))
+    out = fresh_process(f"""
+import json, nbagent
+from fork_support import Counter, Spy
+try:
+    nbagent.fork({made.record.run_id!r}, 3, store={str(path)!r}, display=False)
+except nbagent.errors.ForkError as exc:
+    refused = str(exc)
+other, counter = Spy(["forty"]), Counter()
+fork = nbagent.fork({made.record.run_id!r}, 3, agent=nbagent.Agent(other, tools=[counter.add]),
+                    message="Check.", store={str(path)!r}, display=False).wait(20)
+print(json.dumps({{"refused": refused, "status": fork.status, "calls": counter.calls,
+                   "requests": other.requests, "forked_from": fork.forked_from_run_id}}))
+""")
+    assert "not in this process" in out["refused"] and "pass agent=" in out["refused"]
+    assert out["status"] == "success" and out["calls"] == [] and len(out["requests"]) == 1
+    assert out["requests"][0] == [*made.model.requests[2], {"role": "user", "content": "Check."}]
+    assert out["forked_from"] == made.record.run_id and len(made.model.requests) == 5
