@@ -288,3 +288,15 @@ print(json.dumps({{"refused": refused, "status": fork.status, "calls": counter.c
     assert out["status"] == "success" and out["calls"] == [] and len(out["requests"]) == 1
     assert out["requests"][0] == [*made.model.requests[2], {"role": "user", "content": "Check."}]
     assert out["forked_from"] == made.record.run_id and len(made.model.requests) == 5
+
+
+@pytest.mark.needs("smolagents")
+def test_a_source_without_fork_input_is_refused_clearly_at_the_call():
+    from smolagents import ToolCallingAgent
+    from smolagents_fakes import ScriptedSmolModel, answer
+
+    agent = ToolCallingAgent(tools=[], model=ScriptedSmolModel([answer("done")]))
+    record = nbagent.run(agent, "go", display=False)
+    assert record.status == "success"
+    with pytest.raises(ForkError, match=r"cannot be forked: its source .* does not implement fork_input"):
+        nbagent.fork(record, 1, display=False)

@@ -91,26 +91,26 @@ def fork(
     data = record.fork_data
     framework = kept.framework if kept is not None else (data or {}).get("framework")
     conversation = kept.conversation if kept is not None else None
+    if agent is None and kept is not None:
+        agent = kept.agent()
+    source = as_source(agent) if agent is not None else None
+    if source is not None and framework is not None and source.framework != framework:
+        raise ForkError(
+            f"run {record.run_id} is a {framework} run: agent= must be a {framework} agent, "
+            f"not a {source.framework} one ({type(agent).__name__})"
+        )
+    if source is not None and not source.supports_fork:  # before the history: none could help
+        source.fork_input(None)  # type: ignore[arg-type]  # the source's own refusal
     if framework is None or (conversation is None and data is None):
         raise ForkError(
             f"run {record.run_id} keeps no history to fork from: its source kept none "
             "(Source.fork_data), or it was stored before nbagent kept one"
         )
-    if agent is None:
-        agent = kept.agent() if kept is not None else None
-        if agent is None:
-            raise ForkError(
-                f"the agent of run {record.run_id} is not in this process (a stored run, or a deleted "
-                f"agent): pass agent=, a {framework} agent to run the fork"
-            )
-    source = as_source(agent)
-    if source.framework != framework:
+    if source is None:
         raise ForkError(
-            f"run {record.run_id} is a {framework} run: agent= must be a {framework} agent, "
-            f"not a {source.framework} one ({type(agent).__name__})"
+            f"the agent of run {record.run_id} is not in this process (a stored run, or a deleted "
+            f"agent): pass agent=, a {framework} agent to run the fork"
         )
-    if not source.supports_fork:
-        source.fork_input(None)  # type: ignore[arg-type]  # the source's own refusal
     point = step.fork_point if step is not None else None
     if step is not None and point is None:
         raise ForkError(
