@@ -11,13 +11,16 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.errors import ModelError
 from nbagent.guardrails.approvals import Approvals
 from nbagent.runtime.cancel import CancelScope
 from nbagent.runtime.turns import Turn
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkStart, Kept
 from nbagent.text import safe_text
 
 _current_call: contextvars.ContextVar[tuple[RunContext, str] | None] = contextvars.ContextVar(
@@ -53,6 +56,33 @@ class RunContext:
         """The run's place in its agent's line (``nbagent.runtime.turns``), set before ``drive``."""
         self.result: Any = None
         """What the framework's own call returned (``set_result``): ``Run.result`` once it ended."""
+        self.fork: ForkStart | None = None
+        """For a fork (``nbagent.fork``): what the run starts from, ``fork.input`` being what the
+        source's ``fork_input`` made of the original's history. ``drive`` starts from it instead of
+        its task (and of ``reset`` / ``kept_history``). ``None`` for any other run."""
+        self.kept: Kept | None = None
+        """This process's note of the run for forks of it (``nbagent.forks.origins``)."""
+        self._conversation: Any = None
+
+    @property
+    def conversation(self) -> Any:
+        """The run's history in the source's own form (the native agent's messages, pydantic-ai's
+        ``ModelMessage`` list, the Agents SDK's input items): set by the source as it has it, the
+        live object or a copy. Forks of the run in this process start from it (cut at a step's
+        ``fork_point``); at the end ``Source.fork_data`` turns it into the record's JSON."""
+        return self._conversation
+
+    @conversation.setter
+    def conversation(self, value: Any) -> None:
+        self._conversation = value
+        if self.kept is not None:
+            self.kept.conversation = value
+
+    def fork_point(self, point: Any) -> None:
+        """Where this step's model request begins in the source's history (JSON data: how many
+        conversation items the model is sent, a checkpoint id): call it as the step's request is
+        about to go. A fork at this step starts from there (``StepRecord.fork_point``)."""
+        self.emit(ev.ForkPoint(self.run_id, self.step, time.perf_counter(), point))
 
     @property
     def kept_history(self) -> Any:

@@ -114,6 +114,11 @@ class Recorder:
         if step is not None:
             step.model_ended_at = self._at(e.t)[0]
 
+    def _fork_point(self, e: ev.ForkPoint) -> None:
+        step = self._steps.get(e.step)
+        if step is not None and step.fork_point is None:  # the step's first request is where it began
+            step.fork_point = e.point
+
     def _retrying(self, e: ev.Retrying) -> None:
         step = self._steps.get(e.step)
         if step is not None:
@@ -133,6 +138,8 @@ class Recorder:
             started_at=e.started_at,
             parent_run_id=e.parent_run_id,
             continues_run_id=e.continues_run_id,
+            forked_from_run_id=e.forked_from_run_id,
+            forked_at_step=e.forked_at_step,
             tags=[clean(t) for t in e.tags],
             metadata=clean_value(dict(e.metadata)),
             model_params=clean_value(dict(e.model_params)),
@@ -294,6 +301,8 @@ class Recorder:
         record.stop_reason, record.queued_after = e.stop_reason, None
         if e.messages is not None:
             record.messages = clean_value(list(e.messages))
+        if e.fork_data is not None:
+            record.fork_data = clean_value(dict(e.fork_data))
 
     @property
     def live(self) -> RunRecord | None:
@@ -354,6 +363,7 @@ _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
     ev.ApprovalRequested: Recorder._approval_requested,
     ev.ApprovalDecided: Recorder._approval_decided,
     ev.Retrying: Recorder._retrying,
+    ev.ForkPoint: Recorder._fork_point,
     ev.StepFinished: Recorder._step_finished,
     ev.RunFinished: Recorder._run_finished,
 }

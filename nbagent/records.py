@@ -116,6 +116,10 @@ class StepRecord:
     call never completed or the source cannot tell."""
     nodes: list[NodeRecord] = field(default_factory=list)
     """The graph nodes, hooks and sub-agents that worked in the step (not tools)."""
+    fork_point: Any = None
+    """Where the step's model request began in the source's history (``RunContext.fork_point``:
+    how many conversation items the model was sent, a LangGraph checkpoint id...), so a fork at
+    this step starts from what the model saw then; ``None`` when the source cannot tell."""
 
     @property
     def duration_s(self) -> float | None:
@@ -180,6 +184,15 @@ class RunRecord:
     """The model's request settings (temperature, max_tokens...), when the model tells them."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw by the end of the run, when the source can tell."""
+    forked_from_run_id: str | None = None
+    """The run this one is a fork of (``nbagent.fork``): its steps before ``forked_at_step``
+    are that run's, not made again; this record has only its own steps from there on."""
+    forked_at_step: int | None = None
+    """The step of ``forked_from_run_id`` this fork starts at: its first step has this number."""
+    fork_data: dict[str, Any] | None = None
+    """What a fork of this run needs, as JSON data the store keeps (``Source.fork_data``): the
+    ``framework`` that made it, and the source's own history (``conversation`` in its own form,
+    LangGraph's ``thread_id``); ``None`` when the source keeps nothing to fork from."""
 
     @property
     def wait_s(self) -> float:

@@ -338,8 +338,10 @@ def summary_html(
     cost_usd: float | None = None,
     error: str | None = None,
     answer: Any = None,
+    fork: tuple[str, int] | None = None,
 ) -> str:
-    """The task, the totals so far, and the run's error or answer once there is one."""
+    """The task, the totals so far, and the run's error or answer once there is one; for a fork
+    (``fork``: the run it forks and the step), that line, and its prefix as one collapsed line."""
     stats = f"{steps} step{'' if steps == 1 else 's'}" + (f" ({cut} cut)" if cut else "")
     if input_tokens is None and output_tokens is None:
         if steps:
@@ -354,12 +356,28 @@ def summary_html(
         f'<div class="nbagent-summary"><div><b>Task</b> {esc(shorten(task, TASK_LIMIT))}</div>'
         f'<div class="nbagent-dim">{esc(stats)}</div>'
     ]
+    if fork is not None:
+        parts.append(fork_html(*fork))
     if error:
         parts.append(f'<div class="nbagent-error">✗ {esc(shorten(error, ERROR_LIMIT))}</div>')
     if answer is not None:
         parts.append(f"<div><b>Answer</b> {esc(shorten(answer, ANSWER_LIMIT))}</div>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def fork_html(run_id: str, at_step: int) -> str:
+    """A fork's line: which run it forks at which step, and the steps before, the original's,
+    folded into one line (they were not made again; the original's view shows them)."""
+    origin = esc(shorten(run_id, 40))
+    prefix = f"steps 1–{at_step - 1}" if at_step > 2 else "step 1" if at_step == 2 else "no step before"
+    return (
+        f'<div class="nbagent-fork"><b>⑂ fork of run {origin} at step {at_step}</b>'
+        f'<details class="nbagent-dim"><summary>▸ {esc(prefix)}: run {origin}\'s, not made again '
+        "(its totals are not counted here)</summary>"
+        f"nbagent.show({origin!r}) shows them; nbagent.compare(original, fork) both paths."
+        "</details></div>"
+    )
 
 
 def total_style(total_s: float | None) -> str:
@@ -380,7 +398,15 @@ def record_summary(record: RunRecord) -> str:
         cost_usd=record.cost_usd,
         error=record.error if record.status in ("error", "max_steps", "unfinished", "limit") else None,
         answer=record.output if record.status == "success" else None,
+        fork=fork_of(record),
     )
+
+
+def fork_of(record: RunRecord) -> tuple[str, int] | None:
+    """The run and step ``record`` forks (``None``: it is no fork)."""
+    if record.forked_from_run_id is None or record.forked_at_step is None:
+        return None
+    return record.forked_from_run_id, record.forked_at_step
 
 
 def _status(record: RunRecord) -> str:

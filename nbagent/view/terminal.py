@@ -172,6 +172,12 @@ def _outcome(status: str | None, result: Any, error: str | None, limit: int = 30
     return f"✗ {_one_line(status, 20)}: {_one_line(error, limit)}"
 
 
+def fork_text(run_id: str, at_step: int) -> str:
+    """A fork's line: the run and step it forks, its prefix folded (the original's steps)."""
+    before = f"steps 1–{at_step - 1}" if at_step > 2 else "step 1" if at_step == 2 else "no step before"
+    return f"⑂ fork of run {_one_line(run_id, 40)} at step {at_step} · {before}: that run's, not made again"
+
+
 def record_text(record: RunRecord) -> str:
     """A readable multi-line account of a run (``str(record)``), safe to print to a terminal."""
     lines = [
@@ -181,6 +187,8 @@ def record_text(record: RunRecord) -> str:
     ]
     if record.continues_run_id:
         lines.append(f"  continues run {_one_line(record.continues_run_id, 40)}")
+    if record.forked_from_run_id and record.forked_at_step:
+        lines.append(f"  {fork_text(record.forked_from_run_id, record.forked_at_step)}")
     if record.parent_run_id:
         lines.append(f"  started by run {_one_line(record.parent_run_id, 40)}")
     if record.tags:
@@ -221,7 +229,9 @@ def _wants_color(stream: TextIO) -> bool:
         return False
 
 
-_MID_TEXT = (ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting, ev.ModelCallEnded)
+_MID_TEXT = (
+    ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting, ev.ModelCallEnded, ev.ForkPoint,
+)  # fmt: skip
 """Events that may come while the model's text streams, printing nothing of their own."""
 
 
@@ -354,6 +364,9 @@ class TextView(Sink):
             if event.continues_run_id:
                 head += f" · continues run {_one_line(event.continues_run_id, 40)}"
             self._lines(self._paint("▶ ", "bold") + head)
+            if event.forked_from_run_id and event.forked_at_step:
+                line = fork_text(event.forked_from_run_id, event.forked_at_step)
+                self._lines(self._paint(f"  {line}", "dim"))
         elif isinstance(event, ev.RunQueued):
             after = _one_line(event.after_run_id or "another run", 40)
             self._lines(self._paint(f"  … waiting for run {after} of the same agent to end", "dim"))

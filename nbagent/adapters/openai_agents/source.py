@@ -67,7 +67,7 @@ import asyncio
 import dataclasses
 import inspect
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.openai_agents.clients import own_client
@@ -91,6 +91,10 @@ from nbagent.adapters.openai_agents.stream import (
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.runtime.source import Source
+from nbagent.text import observation
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 __all__ = [
     "ABANDONED_ERROR",
@@ -140,6 +144,8 @@ class OpenAIAgentsSource(Source):
         from nbagent.adapters.openai_agents.mcp import servers_of
 
         return bool(servers_of(self.agent))
+
+    framework = "openai-agents"
 
     def __init__(self, agent: Any) -> None:
         require_openai_agents()
@@ -206,9 +212,34 @@ class OpenAIAgentsSource(Source):
                 del options["run_config"]
             return await self._run(run_input, ctx, options)
 
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The input items (``to_input_list()``) as JSON: they are the SDK's own JSON already."""
+        from pydantic_core import to_jsonable_python
+
+        return {"conversation": to_jsonable_python(list(conversation), fallback=str)}
+
+    def fork_input(self, origin: ForkOrigin) -> list[Any]:
+        """The input items the model was sent at step ``at_step`` (its ``on_llm_start`` items),
+        the outputs of the edited calls replaced and the message added as a user item: the SDK
+        sends a run's input items as they are, so the fork's first request is that one."""
+        import copy
+
+        items = [copy.deepcopy(item) for item in origin.prefix()]
+        # the record names a call "<step>:<the SDK's call_id>"
+        edits = {key.partition(":")[2]: value for key, value in origin.tool_results.items()}
+        for item in items:
+            output = isinstance(item, dict) and item.get("type") == "function_call_output"
+            if output and item.get("call_id") in edits:
+                item["output"] = observation(edits[item["call_id"]])
+        if origin.message is not None:
+            items.append({"role": "user", "content": origin.message})
+        return items
+
     def _input(self, task: Any, ctx: RunContext, reset: bool, options: dict[str, Any]) -> Any:
         from agents import RunState
 
+        if ctx.fork is not None:  # a fork: the items as step k's request had them (fork_input)
+            return ctx.fork.input
         if reset or any(options.get(name) for name in SERVER_HISTORY):
             return task
         if isinstance(task, RunState):
@@ -279,6 +310,7 @@ class OpenAIAgentsSource(Source):
                 history += translator.cut_turn(history)
             ctx.messages = [item if isinstance(item, dict) else {"item": item} for item in history]
             ctx.keep_history(history)
+            ctx.conversation = history
 
 
 async def _stream(result: Any, translator: Translator, ctx: RunContext) -> bool:

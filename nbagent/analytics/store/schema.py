@@ -34,7 +34,7 @@ from nbagent.records import RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -61,7 +61,10 @@ CREATE TABLE runs (
     tags TEXT,
     metadata TEXT,
     model_params TEXT,
-    messages TEXT
+    messages TEXT,
+    forked_from_run_id TEXT,
+    forked_at_step INTEGER,
+    fork_data TEXT
 );
 CREATE INDEX runs_by_start ON runs (started_at);
 CREATE TABLE steps (
@@ -80,6 +83,7 @@ CREATE TABLE steps (
     interrupted INTEGER NOT NULL,
     retries INTEGER NOT NULL DEFAULT 0,
     model_ended_at TEXT,
+    fork_point TEXT,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE tool_calls (
@@ -139,6 +143,14 @@ MIGRATIONS: dict[int, str] = {
     4: """
         ALTER TABLE tool_calls ADD COLUMN progress TEXT;
         ALTER TABLE tool_calls ADD COLUMN logs TEXT;
+    """,
+    # Version 5 could not fork a run: it kept neither which run a run forks, nor the history
+    # (the source's own, as JSON) and each step's place in it that a fork starts from.
+    5: """
+        ALTER TABLE runs ADD COLUMN forked_from_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN forked_at_step INTEGER;
+        ALTER TABLE runs ADD COLUMN fork_data TEXT;
+        ALTER TABLE steps ADD COLUMN fork_point TEXT;
     """,
 }
 """``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
@@ -246,6 +258,11 @@ def iso(at: datetime | None) -> str | None:
     return at.isoformat(timespec="microseconds")
 
 
+def _fork_data(value: Any) -> dict[str, Any] | None:
+    """A stored ``fork_data``: a dict, or ``None`` for anything else (a damaged row)."""
+    return value if isinstance(value, dict) else None
+
+
 def _time(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
@@ -283,6 +300,9 @@ def run_row(record: RunRecord, writer: Writer | None) -> tuple[Any, ...]:
         to_json(record.metadata or {}),
         to_json(record.model_params or {}),
         to_json(record.messages),
+        record.forked_from_run_id,
+        record.forked_at_step,
+        to_json(record.fork_data),
     )
 
 
@@ -303,6 +323,7 @@ def step_row(run_id: str, step: StepRecord) -> tuple[Any, ...]:
         int(step.interrupted),
         step.retries,
         iso(step.model_ended_at),
+        to_json(step.fork_point),
     )
 
 
@@ -420,6 +441,9 @@ def read_records(
             metadata=metadata if isinstance(metadata, dict) else {},
             model_params=model_params if isinstance(model_params, dict) else {},
             messages=from_json(row[23]),
+            forked_from_run_id=row[24],
+            forked_at_step=row[25],
+            fork_data=_fork_data(from_json(row[26])),
         )
         if record.status == "running" and ended_unseen(record.run_id, (row[12], row[13], row[14])):
             record.status, record.error = "unfinished", UNFINISHED_ERROR
@@ -444,6 +468,7 @@ def read_records(
             interrupted=bool(row[12]),
             retries=row[13],
             model_ended_at=_time(row[14]),
+            fork_point=from_json(row[15]),
         )
         run.steps.append(step)
         steps[(row[0], row[1])] = step
