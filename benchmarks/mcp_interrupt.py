@@ -8,10 +8,19 @@ streamable HTTP on 127.0.0.1), each trial calls the tool and, once the server ha
 - baseline: the SDK's own client on a plain asyncio loop; ``task.cancel()`` of ``call_tool`` →
   the handler's cancel (what a framework's own cancel can do at best).
 
+Then per framework with an MCP client of its own (the Agents SDK's ``MCPServerStdio`` /
+``MCPServerStreamableHttp``, pydantic-ai's ``MCPToolset``; target p95 <= 250 ms):
+
+- nbagent: the framework's agent run by nbagent, its server handed over unconnected (nbagent's
+  Agents SDK adapter connects it on nbagent's loop for each run; pydantic-ai enters the toolset
+  itself), ``run.interrupt()`` → the handler's cancel;
+- baseline: the framework alone on a plain asyncio loop, its server connected once, and
+  ``task.cancel()`` of its run.
+
 Both keep one session for all their trials (the next call after each Stop must work; it is
 counted). Target: nbagent p95 <= 100 ms. p95 is the nearest-rank percentile.
 
-    python benchmarks/mcp_interrupt.py [--quick] [--n N] [--json]
+    python benchmarks/mcp_interrupt.py [--quick] [--n N] [--json] [--frameworks a,b]
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import os
 import socket
@@ -128,6 +138,141 @@ def baseline_trials(open_streams: Callable[[], object], journal: Journal, n: int
     return asyncio.run(trials())
 
 
+# -- frameworks with MCP clients of their own ------------------------------------------------------
+
+
+def _sdk_server(transport: str, target: str | dict[str, str]) -> object:
+    """An Agents SDK MCP server, unconnected: nbagent connects it for each run on its own loop."""
+    from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
+
+    if transport == "stdio":
+        return MCPServerStdio(
+            params={"command": sys.executable, "args": [str(SERVER)], "env": target}, name="bench"
+        )
+    return MCPServerStreamableHttp(params={"url": target}, name="bench")
+
+
+def _sdk_agent(server: object, tool: str, arguments: dict[str, int]) -> object:
+    from agents import Agent
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call(tool, arguments, call_id="c1")]),
+            ModelStep(output=[assistant_message("x")]),
+        ]
+    )
+    return Agent("bench", model=model, mcp_servers=[server])
+
+
+def _pai_toolset(transport: str, target: str | dict[str, str]) -> object:
+    from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    if transport == "stdio":
+        return MCPToolset(StdioTransport(command=sys.executable, args=[str(SERVER)], env=target))
+    return MCPToolset(StreamableHttpTransport(target))
+
+
+def _pai_agent(toolset: object, tool: str, arguments: dict[str, int]) -> object:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def reply(messages: list[object], info: object) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart(tool, arguments, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("x")])
+
+    return Agent(FunctionModel(reply), toolsets=[toolset])
+
+
+FRAMEWORKS = {"openai_agents": (_sdk_server, _sdk_agent), "pydantic_ai": (_pai_toolset, _pai_agent)}
+
+
+def _answered(record: nbagent.RunRecord) -> bool:
+    return record.status == "success" and [c.status for c in record.tool_calls] == ["ok"]
+
+
+def framework_nbagent_trials(
+    framework: str, transport: str, target: str | dict[str, str], journal: Journal, n: int
+) -> tuple[list[float], int]:
+    """The framework's agent run by nbagent with its own MCP client, the server handed over
+    unconnected (what nbagent asks for); Stop with ``run.interrupt()``."""
+    make_server, make_agent = FRAMEWORKS[framework]
+    server = make_server(transport, target)
+    delays, next_ok = [], 0
+    for i in range(n):
+        run = nbagent.start(make_agent(server, "slow", {"steps": 1}), "go", display=False)
+        journal.wait("slow started", i + 1)
+        stopped = time.time()
+        run.interrupt()
+        run.wait(timeout=60)
+        delays.append((journal.wait("slow cancelled", i + 1) - stopped) * 1000)
+        after = nbagent.run(make_agent(server, "add", {"a": 1, "b": 1}), "add", display=False)
+        next_ok += _answered(after)
+    return delays, next_ok
+
+
+def framework_baseline_trials(
+    framework: str, transport: str, target: str | dict[str, str], journal: Journal, n: int
+) -> tuple[list[float], int]:
+    """The framework alone on a plain asyncio loop, its server connected once (``async with``);
+    Stop with ``task.cancel()`` of its run."""
+    make_server, make_agent = FRAMEWORKS[framework]
+
+    async def run_once(agent: object) -> object:
+        if framework == "openai_agents":
+            from agents import Runner
+
+            return await Runner.run(agent, "go")
+        return await agent.run("go")  # type: ignore[attr-defined]
+
+    async def trials() -> tuple[list[float], int]:
+        delays, next_ok = [], 0
+        async with make_server(transport, target) as server:  # type: ignore[attr-defined]
+            for i in range(n):
+                task = asyncio.ensure_future(run_once(make_agent(server, "slow", {"steps": 1})))
+                while len(journal.times("slow started")) <= i:
+                    await asyncio.sleep(0.001)
+                stopped = time.time()
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+                delays.append(
+                    (await asyncio.to_thread(journal.wait, "slow cancelled", i + 1) - stopped) * 1000
+                )
+                with suppress(Exception):
+                    await run_once(make_agent(server, "add", {"a": 1, "b": 1}))
+                    next_ok += 1
+        return delays, next_ok
+
+    return asyncio.run(trials())
+
+
+def measure_frameworks(n: int, frameworks: list[str]) -> dict[str, dict[str, float | int]]:
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    logging.getLogger("fastmcp").setLevel(logging.WARNING)  # its client prints each server log line
+    out: dict[str, dict[str, float | int]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for framework in frameworks:
+            for transport in ("stdio", "http"):
+                for side in ("nbagent", "baseline"):
+                    journal = Journal(Path(folder) / f"{framework}-{transport}-{side}.txt")
+                    journal.path.write_text("")
+                    env = {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)}
+                    trials = framework_nbagent_trials if side == "nbagent" else framework_baseline_trials
+                    if transport == "stdio":
+                        result = trials(framework, transport, env, journal, n)
+                    else:
+                        with http_server(journal) as url:
+                            result = trials(framework, transport, url, journal, n)
+                    out[f"{framework}_{transport}_{side}"] = figures(*result)
+    return out
+
+
 def figures(delays: list[float], next_ok: int) -> dict[str, float | int]:
     return {
         "p50_ms": round(percentile(delays, 0.5), 2),
@@ -176,8 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="5 stops per transport and side instead of 20")
     parser.add_argument("--n", type=int, default=None, help="stops per transport and side")
+    parser.add_argument(
+        "--frameworks",
+        default="openai_agents,pydantic_ai",
+        help="frameworks whose own MCP clients to measure too (comma-separated; '' for none)",
+    )
     args = parser.parse_args(argv)
-    result = measure(args.n or (5 if args.quick else 20))
+    n = args.n or (5 if args.quick else 20)
+    result = measure(n)
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if frameworks:
+        result.update(measure_frameworks(n, frameworks))
     if args.json:
         print(json.dumps(result))
         return 0
@@ -189,6 +343,16 @@ def main(argv: list[str] | None = None) -> int:
             f"next call ok {ours['next_call_ok']}/{ours['n']}  |  baseline p50 {base['p50_ms']:7.2f}  "
             f"p95 {base['p95_ms']:7.2f}  next call ok {base['next_call_ok']}/{base['n']}"
         )
+    for framework in frameworks:
+        for transport in ("stdio", "http"):
+            ours = result[f"{framework}_{transport}_nbagent"]
+            base = result[f"{framework}_{transport}_baseline"]
+            print(
+                f"  {framework} {transport:6} nbagent p50 {ours['p50_ms']:7.2f}  p95 {ours['p95_ms']:7.2f}  "
+                f"next run ok {ours['next_call_ok']}/{ours['n']}  |  its own cancel p50 "
+                f"{base['p50_ms']:7.2f}  p95 {base['p95_ms']:7.2f}  next run ok "
+                f"{base['next_call_ok']}/{base['n']}"
+            )
     return 0
 
 

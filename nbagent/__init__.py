@@ -19,6 +19,8 @@ The root holds what a notebook types; the rest lives in the package that owns it
   or ``approve=`` makes calls wait for Approve / Deny (``run.approve``, ``run.deny``).
 - Explore: ``show(run_id)``, ``browse(store)``, ``compare(a, b)``, ``record.to_html(path)``; more in
   ``nbagent.explore``; ``nbagent.otel`` exports runs as OpenTelemetry spans.
+- ``fork(run, at_step=k, agent=, tool_results=, message=)`` → ``Run``: step k again, from the
+  conversation the model saw then, with edits; ``compare(run, fork)`` shows the two paths.
 - ``Agent(model, tools)``, ``@tool``, ``check_interrupt()``; models in ``nbagent.models``.
 - ``RunRecord`` / ``StepRecord`` / ``ToolCallRecord``: the account of a run in every end state.
 - ``history``: this process's runs as DataFrames (``runs()``, ``steps()``, ``tool_calls()``,
@@ -70,6 +72,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from nbagent.explore.browser import browse
     from nbagent.explore.comparison import compare
     from nbagent.explore.lookup import show
+    from nbagent.forks.start import fork
 
 # Analytics, explore and the framework adapters load on first use, so ``import nbagent``
 # imports neither pandas nor any framework.
@@ -78,8 +81,9 @@ _LAZY = {
     "show": "explore.lookup",
     "browse": "explore.browser",
     "compare": "explore.comparison",
+    "fork": "forks.start",
 }
-_SUBMODULES = ("adapters", "analytics", "batches", "explore", "guardrails", "models", "otel")
+_SUBMODULES = ("adapters", "analytics", "batches", "explore", "forks", "guardrails", "models", "otel")
 _served, _listed = lazy_attributes(__name__, _LAZY, submodules=_SUBMODULES)
 _MOVED = {
     # name at the root: (its home, True for a module). Still served, with a DeprecationWarning.
@@ -149,6 +153,7 @@ __all__ = [
     "compare",
     "configure",
     "demo_agent",
+    "fork",
     "history",
     "interrupt_all",
     "run",

@@ -14,7 +14,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.context import RunContext
 from nbagent.errors import AgentError, AgentInterrupted, MaxStepsReached, ModelError, describe
@@ -39,6 +39,9 @@ from nbagent.runtime.source import Source
 from nbagent.runtime.tasks import spawn_contained, stop_within
 from nbagent.text import observation
 from nbagent.tools import Tool, ToolAbandoned, ToolFinishedWhileStopping, Toolset, tool
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 INTERRUPTED_TOOL_RESULT = "Interrupted by the user before this tool finished."
 
@@ -83,6 +86,8 @@ class Agent(Source):
 
     supports_approvals = True
     """Its tool calls can wait for a person (``approve=``, ``@tool(requires_approval=True)``)."""
+
+    framework = "nbagent"
 
     def __init__(
         self,
@@ -150,13 +155,35 @@ class Agent(Source):
             return await self._drive(task, ctx, reset, max_steps or self.max_steps)
         finally:
             ctx.messages = [dict(m) for m in self.memory]
+            # A copy: a later run of this agent with reset=False goes on in the same list.
+            ctx.conversation = list(self.memory)
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The memory is chat messages already: JSON as it is."""
+        return {"conversation": [dict(m) for m in conversation]}
+
+    def fork_input(self, origin: ForkOrigin) -> list[Message]:
+        """The memory as it was when step ``at_step`` sent its request (its ``fork_point`` is the
+        memory's length then), with the edited tool results and the added user message."""
+        messages = [dict(m) for m in origin.prefix()]
+        if origin.tool_results:
+            for m in messages:
+                if m.get("role") == "tool" and m.get("tool_call_id") in origin.tool_results:
+                    m["content"] = observation(origin.tool_results[m["tool_call_id"]])
+        if origin.message is not None:
+            messages.append({"role": "user", "content": origin.message})
+        return messages  # type: ignore[return-value]
 
     async def _drive(self, task: str, ctx: RunContext, reset: bool, max_steps: int) -> Any:
         if self.toolsets:
             await self._list_toolsets()
-        if reset or not self.memory:
-            self.reset()
-        self.memory.append({"role": "user", "content": task})
+        if ctx.fork is not None:  # a fork: the memory as it was at its step, task included
+            self.memory = list(ctx.fork.input)
+        else:
+            if reset or not self.memory:
+                self.reset()
+            self.memory.append({"role": "user", "content": task})
+        ctx.conversation = self.memory  # live: a fork of a step that has ended needs no wait
         for _ in range(max_steps):
             if ctx.scope.stop_after_step:
                 raise AgentInterrupted("stopped after the step")
@@ -186,6 +213,7 @@ class Agent(Source):
         pieces: list[str] = []
         calls: list[ToolCall] = []
         reading = _Reading()
+        ctx.fork_point(len(self.memory))  # a fork at this step is sent these messages
         ctx.model_starting(self._prompt_estimate.of(self.memory))
         if ctx.scope.interrupted:  # a budget refused this request: nothing is sent
             raise asyncio.CancelledError()
@@ -336,7 +364,8 @@ class Agent(Source):
                 raise LookupError(
                     f"unknown tool {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
                 )
-            result = await found.acall(arguments)
+            with ctx.calling(call.id):
+                result = await found.acall(arguments)
         except ToolFinishedWhileStopping as finished:  # it did its work: the record says so
             ctx.tool_finished(call.id, "ok", result=finished.result)
             raise

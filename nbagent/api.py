@@ -20,7 +20,7 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent import records
 from nbagent.adapters import as_source
@@ -35,6 +35,9 @@ from nbagent.runtime.script_exit import install as install_script_exit
 from nbagent.view.display import display_run
 from nbagent.view.html import record_display_html
 from nbagent.view.terminal import record_text
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkStart
 
 
 def _record_file(record: RunRecord, path: Any) -> Any:
@@ -63,6 +66,7 @@ def _prepare(
     limits: Limits | None = None,
     approve: ApprovalPolicy = None,
     approval_timeout_s: float | None = None,
+    fork: ForkStart | None = None,
 ) -> Run:
     install_script_exit()  # outside a kernel: live runs are waited for at exit, Ctrl-C exits 130
     watch_cells()  # in a kernel: ■ Interrupt during a cell's other awaits stops the cell's runs
@@ -78,6 +82,7 @@ def _prepare(
         limits=limits if limits is not None else settings.limits,
         approve=approve,
         approval_timeout_s=settings.approval_timeout_s if approval_timeout_s is None else approval_timeout_s,
+        fork=fork,
     )
     store = store if store is not None else settings.store
     if store is not None:
@@ -136,11 +141,16 @@ def start(
         **options: passed to the agent's run: for smolagents ``max_steps``, ``additional_args``,
             ``images``; for ``nbagent.Agent`` ``max_steps``.
     """
-    run = _prepare(
+    return start_prepared(
         agent, task, reset=reset, sinks=sinks, store=store, display=display,
         tags=tags, metadata=metadata, options=options, limits=limits, approve=approve,
         approval_timeout_s=approval_timeout_s,
     )  # fmt: skip
+
+
+def start_prepared(agent: Any, task: Any, **keywords: Any) -> Run:
+    """``start`` with ``_prepare``'s keywords (``fork=`` too: ``nbagent.forks`` starts a fork so)."""
+    run = _prepare(agent, task, **keywords)
     run.launch()
     return run
 

@@ -7,16 +7,32 @@ works on another thread hands its results to the loop first (the smolagents adap
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.errors import ModelError
 from nbagent.guardrails.approvals import Approvals
 from nbagent.runtime.cancel import CancelScope
 from nbagent.runtime.turns import Turn
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkStart, Kept
 from nbagent.text import safe_text
+
+_current_call: contextvars.ContextVar[tuple[RunContext, str] | None] = contextvars.ContextVar(
+    "nbagent_current_call", default=None
+)
+
+
+def current_call() -> tuple[RunContext, str] | None:
+    """The run and call id of the tool call the calling code runs inside (``RunContext.calling``),
+    or ``None``: how a tool that can tell its progress (an MCP server's) finds where to report it,
+    without the tool's own signature changing."""
+    return _current_call.get()
 
 
 class RunContext:
@@ -40,6 +56,33 @@ class RunContext:
         """The run's place in its agent's line (``nbagent.runtime.turns``), set before ``drive``."""
         self.result: Any = None
         """What the framework's own call returned (``set_result``): ``Run.result`` once it ended."""
+        self.fork: ForkStart | None = None
+        """For a fork (``nbagent.fork``): what the run starts from, ``fork.input`` being what the
+        source's ``fork_input`` made of the original's history. ``drive`` starts from it instead of
+        its task (and of ``reset`` / ``kept_history``). ``None`` for any other run."""
+        self.kept: Kept | None = None
+        """This process's note of the run for forks of it (``nbagent.forks.origins``)."""
+        self._conversation: Any = None
+
+    @property
+    def conversation(self) -> Any:
+        """The run's history in the source's own form (the native agent's messages, pydantic-ai's
+        ``ModelMessage`` list, the Agents SDK's input items): set by the source as it has it, the
+        live object or a copy. Forks of the run in this process start from it (cut at a step's
+        ``fork_point``); at the end ``Source.fork_data`` turns it into the record's JSON."""
+        return self._conversation
+
+    @conversation.setter
+    def conversation(self, value: Any) -> None:
+        self._conversation = value
+        if self.kept is not None:
+            self.kept.conversation = value
+
+    def fork_point(self, point: Any) -> None:
+        """Where this step's model request begins in the source's history (JSON data: how many
+        conversation items the model is sent, a checkpoint id): call it as the step's request is
+        about to go. A fork at this step starts from there (``StepRecord.fork_point``)."""
+        self.emit(ev.ForkPoint(self.run_id, self.step, time.perf_counter(), point))
 
     @property
     def kept_history(self) -> Any:
@@ -112,6 +155,34 @@ class RunContext:
         self.emit(
             ev.ToolCallFinished(self.run_id, self.step, time.perf_counter(), call_id, status, result, error)
         )
+
+    def tool_progress(
+        self, call_id: str, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """The running call ``call_id`` got ``progress`` of ``total`` (``None``: unknown) done, with
+        an optional ``message``: its row in the view shows a bar (or the count) and the message,
+        and ``ToolCallRecord.progress`` keeps the last one. A report after the call ended is
+        ignored, so a source need not know whether it raced the end."""
+        self.emit(
+            ev.ToolCallProgress(
+                self.run_id, self.step, time.perf_counter(), call_id, progress, total, message
+            )
+        )
+
+    @contextlib.contextmanager
+    def calling(self, call_id: str) -> Iterator[None]:
+        """Run the tool of ``call_id`` inside this block: code it runs (and tasks it starts) find
+        the call with ``current_call()``, to report progress and log lines for it."""
+        token = _current_call.set((self, call_id))
+        try:
+            yield
+        finally:
+            _current_call.reset(token)
+
+    def tool_log(self, call_id: str, text: str, level: str = "info") -> None:
+        """A log line of the running call ``call_id`` (shown under its row, the last few; the record
+        keeps the last ``nbagent.records.LOG_LINES_KEPT``). Scrubbed of secrets like any text."""
+        self.emit(ev.ToolCallLog(self.run_id, self.step, time.perf_counter(), call_id, text, level))
 
     def node_started(self, node_id: str, name: str, *, at: float | None = None) -> None:
         """A node that is not a tool (a graph node, a hook, a sub-agent) began (``at``: when, a

@@ -15,6 +15,7 @@ another catches sits under ``NbagentError``::
     ├── StoreError                  a store's file (nbagent.analytics.store): NotAStoreError,
     │                               StoreVersionError, ReadOnlyStoreError
     ├── LeaseHeldError              a batch's name is held elsewhere (nbagent.batches)
+    ├── ForkError                   a run cannot be forked as asked (nbagent.forks); a ValueError
     ├── ThreadPausedError           a LangGraph thread waits for an interrupt()'s answer
     ├── ToolAbandoned               a cancelled sync tool did not stop in time (nbagent.tools)
     ├── ToolFinishedWhileStopping   a cancelled tool returned its result anyway (nbagent.tools)
@@ -109,6 +110,13 @@ class LimitExceeded(AgentError):
     def __init__(self, message: str, *, record: RunRecord | None = None, limit: str | None = None) -> None:
         super().__init__(message, record=record)
         self.limit = limit if limit is not None else getattr(record, "stop_reason", None)
+
+
+class ForkError(NbagentError, ValueError):
+    """``nbagent.fork`` cannot fork the run as asked: no such run, a step out of range or still
+    running, an agent of another framework, an unknown tool call, no history to start from, no
+    agent. Raised before anything runs, so nothing is written anywhere. A ``ValueError`` too: the
+    arguments were wrong, not the run."""
 
 
 class StoppedByKeyboard(KeyboardInterrupt):

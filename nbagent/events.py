@@ -121,6 +121,9 @@ class RunStarted(RunEvent):
     """The run whose tool started this one (stopping the parent stops it)."""
     continues_run_id: str | None = None
     """The run of the same agent whose memory this one continues (``reset=False``)."""
+    forked_from_run_id: str | None = None
+    """The run this one forks (``nbagent.fork``), at step ``forked_at_step``."""
+    forked_at_step: int | None = None
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     model_params: dict[str, Any] = field(default_factory=dict)
@@ -173,6 +176,33 @@ class ToolCallFinished(RunEvent):
 
     def __post_init__(self) -> None:
         _scrub(self, ("error",), ("result",))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallProgress(RunEvent):
+    """The running call ``call_id`` reported progress: ``progress`` so far, of ``total`` when known
+    (an MCP server's ``notifications/progress``). Only the last one is kept."""
+
+    call_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("message",))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallLog(RunEvent):
+    """A log line the running call ``call_id`` produced (an MCP server's ``notifications/message``
+    during the call); ``level`` as the server named it (``"info"``, ``"warning"``...)."""
+
+    call_id: str
+    text: str
+    level: str = "info"
+
+    def __post_init__(self) -> None:
+        _scrub(self, ("text", "level"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,9 +297,19 @@ class RunFinished(RunEvent):
     """Why the run ended other than by finishing (``StopReason``); ``None`` for a success."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw, as chat messages, when the source can tell."""
+    fork_data: dict[str, Any] | None = None
+    """What a fork of the run needs, as JSON data (``RunRecord.fork_data``)."""
 
     def __post_init__(self) -> None:
-        _scrub(self, ("error",), ("output", "messages"))
+        _scrub(self, ("error",), ("output", "messages", "fork_data"))
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPoint(RunEvent):
+    """Where the step's model request begins in the source's history (``StepRecord.fork_point``):
+    a fork at this step starts from there."""
+
+    point: Any
 
 
 @dataclass(frozen=True, slots=True)

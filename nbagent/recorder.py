@@ -8,6 +8,7 @@ interrupt is kept with ``interrupted=True`` and unknown usage, a tool call still
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,9 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.records import NodeRecord, RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import LOG_LINES_KEPT, NodeRecord, RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import StreamScrub, scrub, scrub_cut
-from nbagent.text import clean, clean_value, safe_text
+from nbagent.text import clean, clean_value, safe_text, shorten
+
+LINE_LIMIT = 500
+"""A progress message or a log line is kept to this many characters: one line, not a document."""
 
 _SOURCE_RANK = {"unknown": 0, "estimated": 1, "reported": 2}
 
@@ -32,6 +36,14 @@ def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
         return None
     return int(value)
+
+
+def _amount(value: Any) -> float | None:
+    """A progress amount as a finite float, or ``None``: a server's ``NaN`` or ``"3"`` must not
+    reach a view's bar or a store row."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _add_known(total: int | None, part: int | None) -> int | None:
@@ -102,6 +114,11 @@ class Recorder:
         if step is not None:
             step.model_ended_at = self._at(e.t)[0]
 
+    def _fork_point(self, e: ev.ForkPoint) -> None:
+        step = self._steps.get(e.step)
+        if step is not None and step.fork_point is None:  # the step's first request is where it began
+            step.fork_point = e.point
+
     def _retrying(self, e: ev.Retrying) -> None:
         step = self._steps.get(e.step)
         if step is not None:
@@ -121,6 +138,8 @@ class Recorder:
             started_at=e.started_at,
             parent_run_id=e.parent_run_id,
             continues_run_id=e.continues_run_id,
+            forked_from_run_id=e.forked_from_run_id,
+            forked_at_step=e.forked_at_step,
             tags=[clean(t) for t in e.tags],
             metadata=clean_value(dict(e.metadata)),
             model_params=clean_value(dict(e.model_params)),
@@ -180,6 +199,24 @@ class Recorder:
             return
         call.ended_at, call.end_s = self._at(e.t)
         call.status, call.result, call.error = e.status, clean_value(e.result), _clean(e.error)
+
+    def _call_progress(self, e: ev.ToolCallProgress) -> None:
+        call = self._calls.get(e.call_id)
+        progress = _amount(e.progress)
+        if call is None or call.status is not None or progress is None:
+            return  # a late report (the call ended) or a broken one changes nothing
+        total = _amount(e.total)
+        message = None if e.message is None else shorten(e.message, LINE_LIMIT)
+        call.progress = ToolProgress(progress, total if total is not None and total > 0 else None, message)
+
+    def _call_log(self, e: ev.ToolCallLog) -> None:
+        call = self._calls.get(e.call_id)
+        if call is None or call.status is not None:
+            return
+        call.logs.append(f"{shorten(e.level, 20)}: {shorten(e.text, LINE_LIMIT)}")
+        if len(call.logs) > LOG_LINES_KEPT:
+            del call.logs[0]
+            call.logs_dropped += 1
 
     def _node_started(self, e: ev.NodeStarted) -> None:
         at, offset = self._at(e.t)
@@ -264,6 +301,8 @@ class Recorder:
         record.stop_reason, record.queued_after = e.stop_reason, None
         if e.messages is not None:
             record.messages = clean_value(list(e.messages))
+        if e.fork_data is not None:
+            record.fork_data = clean_value(dict(e.fork_data))
 
     @property
     def live(self) -> RunRecord | None:
@@ -280,7 +319,7 @@ class Recorder:
             for step in record.steps:
                 copy = replace(
                     step,
-                    tool_calls=[replace(c) for c in step.tool_calls],
+                    tool_calls=[replace(c, logs=list(c.logs)) for c in step.tool_calls],
                     nodes=[replace(n) for n in step.nodes],
                 )
                 if copy.end_s is None:
@@ -315,6 +354,8 @@ _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
     ev.StepStarted: Recorder._step_started,
     ev.ToolCallStarted: Recorder._call_started,
     ev.ToolCallFinished: Recorder._call_finished,
+    ev.ToolCallProgress: Recorder._call_progress,
+    ev.ToolCallLog: Recorder._call_log,
     ev.NodeStarted: Recorder._node_started,
     ev.NodeFinished: Recorder._node_finished,
     ev.Usage: Recorder._usage,
@@ -322,6 +363,7 @@ _FOLDS: dict[type, Callable[[Recorder, Any], None]] = {
     ev.ApprovalRequested: Recorder._approval_requested,
     ev.ApprovalDecided: Recorder._approval_decided,
     ev.Retrying: Recorder._retrying,
+    ev.ForkPoint: Recorder._fork_point,
     ev.StepFinished: Recorder._step_finished,
     ev.RunFinished: Recorder._run_finished,
 }

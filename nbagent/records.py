@@ -18,6 +18,27 @@ from nbagent import events as ev
 from nbagent.errors import ERROR_TYPES, AgentError
 from nbagent.text import shorten
 
+LOG_LINES_KEPT = 50
+"""How many of a call's last log lines its record keeps (``ToolCallRecord.logs``); a server that
+logs without end must not grow a record, a view or a store row without end."""
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    """A running tool call's last progress report (an MCP server's ``notifications/progress``, or
+    any source's ``RunContext.tool_progress``): ``progress`` so far, of ``total`` when known."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """``progress / total`` within 0..1, or ``None`` when the total is unknown."""
+        if self.total is None or self.total <= 0:
+            return None
+        return min(max(self.progress / self.total, 0.0), 1.0)
+
 
 @dataclass
 class ToolCallRecord:
@@ -38,6 +59,12 @@ class ToolCallRecord:
     ``"approved"``, ``"denied"`` or ``"timed_out"``."""
     approval_wait_s: float | None = None
     """Seconds the call waited for its approval (``start_s`` is when it really started, after)."""
+    progress: ToolProgress | None = None
+    """The last progress the call reported while it ran (``None``: it reported none)."""
+    logs: list[str] = field(default_factory=list)
+    """The last ``LOG_LINES_KEPT`` log lines the call's server sent while it ran (``"level: text"``)."""
+    logs_dropped: int = 0
+    """How many earlier log lines were not kept."""
 
     @property
     def duration_s(self) -> float | None:
@@ -89,6 +116,10 @@ class StepRecord:
     call never completed or the source cannot tell."""
     nodes: list[NodeRecord] = field(default_factory=list)
     """The graph nodes, hooks and sub-agents that worked in the step (not tools)."""
+    fork_point: Any = None
+    """Where the step's model request began in the source's history (``RunContext.fork_point``:
+    how many conversation items the model was sent, a LangGraph checkpoint id...), so a fork at
+    this step starts from what the model saw then; ``None`` when the source cannot tell."""
 
     @property
     def duration_s(self) -> float | None:
@@ -153,6 +184,15 @@ class RunRecord:
     """The model's request settings (temperature, max_tokens...), when the model tells them."""
     messages: list[dict[str, Any]] | None = None
     """The conversation the model saw by the end of the run, when the source can tell."""
+    forked_from_run_id: str | None = None
+    """The run this one is a fork of (``nbagent.fork``): its steps before ``forked_at_step``
+    are that run's, not made again; this record has only its own steps from there on."""
+    forked_at_step: int | None = None
+    """The step of ``forked_from_run_id`` this fork starts at: its first step has this number."""
+    fork_data: dict[str, Any] | None = None
+    """What a fork of this run needs, as JSON data the store keeps (``Source.fork_data``): the
+    ``framework`` that made it, and the source's own history (``conversation`` in its own form,
+    LangGraph's ``thread_id``); ``None`` when the source keeps nothing to fork from."""
 
     @property
     def wait_s(self) -> float:

@@ -3,7 +3,9 @@
 
 ``slow`` sends progress, then waits until it is cancelled, and notes the moment its handler saw
 the cancel in the file named by ``NBAGENT_MCP_JOURNAL`` (one line per event, with a wall-clock
-time), so a test can tell when the server learnt of a Stop. ``add`` answers at once; ``die`` ends
+time), so a test can tell when the server learnt of a Stop. ``quick_progress`` sends progress
+and a log line per step (the line quotes ``NBAGENT_TEST_TOKEN``: it must reach no record
+unscrubbed) and answers; ``count_up`` sends progress with no total; ``add`` answers at once; ``die`` ends
 the server's process mid-call; ``echo_env`` says whether a variable reached the server.
 """
 
@@ -13,10 +15,12 @@ import asyncio
 import os
 import sys
 import time
+import warnings
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
+warnings.simplefilter("ignore")  # ctx.info: MCP 2026 deprecates logging, the 2025 wire has it
 server = MCPServer("nbagent-test")
 JOURNAL = os.environ.get("NBAGENT_MCP_JOURNAL")
 
@@ -34,12 +38,16 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
-async def slow(steps: int, ctx: Context) -> str:
-    """Report progress for ``steps`` steps, then wait for a very long time."""
+async def slow(steps: int, ctx: Context, pause_s: float = 0.0) -> str:
+    """Report progress and a log line for ``steps`` steps (``pause_s`` apart), then wait for a
+    very long time."""
     note("slow started")
     try:
         for step in range(steps):
+            if step:
+                await asyncio.sleep(pause_s)
             await ctx.report_progress(step + 1, steps, f"step {step + 1} of {steps}")
+            await ctx.info(f"slow did step {step + 1}")
         await asyncio.sleep(3600)
     except asyncio.CancelledError:
         note("slow cancelled")
@@ -49,11 +57,20 @@ async def slow(steps: int, ctx: Context) -> str:
 
 @server.tool()
 async def quick_progress(steps: int, ctx: Context) -> str:
-    """Report progress for ``steps`` steps, then answer."""
+    """Report progress and a log line for ``steps`` steps, then answer."""
     for step in range(steps):
         await ctx.report_progress(step + 1, steps, f"step {step + 1} of {steps}")
+        await ctx.info(f"did step {step + 1} with token {os.environ.get('NBAGENT_TEST_TOKEN', '')}")
         await asyncio.sleep(0.01)
     return f"done {steps}"
+
+
+@server.tool()
+async def count_up(steps: int, ctx: Context) -> str:
+    """Report progress without a total for ``steps`` steps, then answer."""
+    for step in range(steps):
+        await ctx.report_progress(step + 1, None, f"item {step + 1}")
+    return f"counted {steps}"
 
 
 @server.tool()

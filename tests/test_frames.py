@@ -28,7 +28,7 @@ from nbagent.records import RunRecord, StepRecord, ToolCallRecord
 DOCUMENTED = {
     "runs": "run_id task agent model status stop_reason started_at ended_at duration_s queued_s wait_s "
     "n_steps input_tokens output_tokens total_tokens usage_complete cost_usd output error error_type "
-    "parent_run_id continues_run_id tags metadata model_params",
+    "parent_run_id continues_run_id forked_from_run_id forked_at_step tags metadata model_params",
     "steps": "run_id step kind started_at ended_at duration_s input_tokens output_tokens total_tokens "
     "usage_source model_ended_at wait_s n_tool_calls interrupted error model_output",
     "tool_calls": "run_id step call_id tool arguments started_at ended_at duration_s status result error "
@@ -77,7 +77,7 @@ def test_dtypes_are_the_promised_ones(records, kind):
     for column, dtype in frame.dtypes.items():
         if column.endswith("_at"):
             assert isinstance(dtype, pd.DatetimeTZDtype) and dtype.unit == "ns" and str(dtype.tz) == "UTC"
-        elif column.endswith("tokens") or column in ("n_steps", "n_tool_calls", "step"):
+        elif column.endswith("tokens") or column in ("n_steps", "n_tool_calls", "step", "forked_at_step"):
             assert dtype == pd.Int64Dtype()
         elif column in ("duration_s", "queued_s", "cost_usd", "wait_s", "approval_wait_s"):
             assert dtype == pd.Float64Dtype()

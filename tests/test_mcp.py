@@ -221,3 +221,34 @@ def test_the_servers_env_and_headers_reach_the_server_but_no_record(server: MCPS
     if server.transport.describe().startswith("http"):
         return  # the HTTP server's environment is its own; the header went with each request
     assert results(record) == [("echo_env", "ok", "set")]
+
+
+def test_the_servers_progress_and_log_lines_reach_the_calls_record_bounded_and_scrubbed(
+    server: MCPServer,
+) -> None:
+    from nbagent.records import LOG_LINES_KEPT, ToolProgress
+
+    steps = LOG_LINES_KEPT + 5
+    record = nbagent.run(
+        agent_calling(server, ToolCall("quick_progress", {"steps": steps})), "go", display=False
+    )
+    [call] = record.tool_calls
+    assert (call.status, call.result) == ("ok", f"done {steps}")
+    assert call.progress == ToolProgress(float(steps), float(steps), f"step {steps} of {steps}")
+    assert len(call.logs) == LOG_LINES_KEPT and call.logs_dropped == 5
+    assert call.logs[-1].startswith(f"info: did step {steps} with token")
+    assert SECRET not in repr(record)
+    counted = nbagent.run(agent_calling(server, ToolCall("count_up", {"steps": 4})), "go", display=False)
+    assert counted.tool_calls[0].progress == ToolProgress(4.0, None, "item 4")
+
+
+def test_a_stopped_call_keeps_its_last_progress_and_log_lines(server: MCPServer, journal: Journal) -> None:
+    from nbagent.records import ToolProgress
+
+    run = nbagent.start(agent_calling(server, ToolCall("slow", {"steps": 3})), "go", display=False)
+    wait_until(lambda: run.record.tool_calls and len(run.record.tool_calls[0].logs) == 3, timeout=30)
+    run.interrupt()
+    [call] = run.wait(timeout=30).tool_calls
+    assert call.status == "cancelled"
+    assert call.progress == ToolProgress(3.0, 3.0, "step 3 of 3")
+    assert call.logs == [f"info: slow did step {n}" for n in (1, 2, 3)]

@@ -17,7 +17,8 @@ ROOT = {
     "Agent", "AgentError", "AgentInterrupted", "Batch", "LimitExceeded", "Limits", "MaxStepsReached",
     "ModelError", "NbagentError", "Run", "RunRecord", "RunStore", "StepRecord", "StoppedByKeyboard",
     "Tool", "ToolCallRecord", "ToolError", "batch", "browse", "check_interrupt", "compare",
-    "configure", "demo_agent", "history", "interrupt_all", "run", "run_batch", "show", "start", "tool",
+    "configure", "demo_agent", "fork",
+    "history", "interrupt_all", "run", "run_batch", "show", "start", "tool",
 }  # fmt: skip
 
 MOVED = {

@@ -38,7 +38,8 @@ A Stop is not an error: its run has ``status == "interrupted"``, a ``stop_reason
     usage is known); cost_usd (the record's, else computed with the ``cost`` extra when the
     model has a price); output (the final answer, also of a max-steps run that forced one);
     error, error_type (the ``AgentError`` class name); parent_run_id (the run whose tool started
-    this one); continues_run_id (the run a ``reset=False`` run continues); tags; metadata,
+    this one); continues_run_id (the run a ``reset=False`` run continues); forked_from_run_id,
+    forked_at_step (the run and step a fork starts from, ``nbagent.fork``); tags; metadata,
     model_params (JSON text).
 
 ``steps_frame`` columns:
@@ -98,6 +99,8 @@ RUN_COLUMNS: dict[str, str] = {
     "error_type": "string",
     "parent_run_id": "string",
     "continues_run_id": "string",
+    "forked_from_run_id": "string",
+    "forked_at_step": "Int64",
     "tags": "object",
     "metadata": "string",
     "model_params": "string",
@@ -363,6 +366,8 @@ def runs_frame(records: Records) -> pd.DataFrame:
         "error_type": _texts(_pull(runs, "error_type")),
         "parent_run_id": _texts(_pull(runs, "parent_run_id")),
         "continues_run_id": _texts(_pull(runs, "continues_run_id")),
+        "forked_from_run_id": _texts(_pull(runs, "forked_from_run_id")),
+        "forked_at_step": _ints(_pull(runs, "forked_at_step")),
         "tags": _objects(map(_tag_list, _pull(runs, "tags")), len(runs)),
         "metadata": _texts(list(map(json_text, _pull(runs, "metadata")))),
         "model_params": _texts(list(map(json_text, _pull(runs, "model_params")))),

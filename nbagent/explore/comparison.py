@@ -10,6 +10,12 @@ A run whose usage is incomplete (a step cut by a Stop before its usage arrived) 
 cost totals that are only the known part, a lower bound: their deltas are unknown too, never a
 definite number, and ``usage_note`` says why (the HTML shows such a total as "≥ n").
 
+A fork and the run it forks (``nbagent.fork``: one's ``forked_from_run_id`` is the other) share
+their steps before the fork's step ``k``: those are paired as one shared step (``StepPair.shared``:
+shown once, no differences, no deltas), and the run-level deltas compare the two *paths* from
+step ``k`` (the original's steps from ``k`` on, its time from step ``k``'s start, against the
+fork's own), since a fork's totals are its own steps only.
+
 ``compare`` returns a ``Comparison`` that Jupyter shows as HTML, each side drawn with the run
 view's own step panels (``nbagent.view.html.step_html``); ``compare_frame`` gives the same
 numbers as a DataFrame, for two runs or for many against the first.
@@ -18,7 +24,7 @@ numbers as a DataFrame, for two runs or for many against the first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +109,14 @@ class StepPair:
     a: StepRecord | None
     b: StepRecord | None
     calls: list[CallPair] = field(default_factory=list)
+    shared: bool = False
+    """The step is the prefix a fork shares with the run it forks: one step (``a`` is ``b``),
+    made once, by the original."""
 
     @property
     def differences(self) -> list[str]:
+        if self.shared:
+            return []
         if self.a is None or self.b is None:
             return [f"only in {'B' if self.a is None else 'A'}"]
         found = []
@@ -123,8 +134,9 @@ class StepPair:
 
     def delta(self, name: str) -> float | None:
         """B minus A of a step measure (``input_tokens``, ``output_tokens``, ``duration_s``);
-        ``None`` when either side is unknown, or for a token count, only partly known."""
-        if self.a is None or self.b is None:
+        ``None`` when either side is unknown, or for a token count, only partly known, and for a
+        shared step (it was made once)."""
+        if self.a is None or self.b is None or self.shared:
             return None
         if name in USAGE_MEASURES and not self.usage_complete:
             return None
@@ -148,13 +160,28 @@ class StepPair:
         return "; ".join(notes) or None
 
 
+def fork_step(a: RunRecord, b: RunRecord) -> int | None:
+    """The step one run forks the other at (``None``: neither is a fork of the other)."""
+    if b.forked_from_run_id == a.run_id and b.forked_at_step is not None:
+        return b.forked_at_step
+    if a.forked_from_run_id == b.run_id and a.forked_at_step is not None:
+        return a.forked_at_step
+    return None
+
+
 def pair_steps(a: RunRecord, b: RunRecord) -> list[StepPair]:
-    """The steps of both runs paired by number, in number order."""
+    """The steps of both runs paired by number, in number order; a fork's prefix (the steps
+    before its step, the original's) paired as shared steps."""
     steps_a = {s.number: s for s in a.steps}
     steps_b = {s.number: s for s in b.steps}
+    at = fork_step(a, b)
     pairs = []
     for number in sorted(steps_a.keys() | steps_b.keys()):
         left, right = steps_a.get(number), steps_b.get(number)
+        if at is not None and number < at:
+            step = left if left is not None else right
+            pairs.append(StepPair(number, step, step, shared=True))
+            continue
         calls = pair_calls(left.tool_calls if left else [], right.tool_calls if right else [])
         pairs.append(StepPair(number, left, right, calls))
     return pairs
@@ -171,25 +198,52 @@ class Comparison:
     b: RunRecord
     steps: list[StepPair]
 
+    @property
+    def at_step(self) -> int | None:
+        """The step one run forks the other at (``None``: they are not fork and original)."""
+        return fork_step(self.a, self.b)
+
+    @property
+    def prefix(self) -> list[StepPair]:
+        """The steps a fork shares with the run it forks (before ``at_step``), made once."""
+        return [pair for pair in self.steps if pair.shared]
+
+    def path(self, side: str) -> RunRecord:
+        """Run ``side`` (``"a"`` or ``"b"``) as its path from the fork's step: a fork is its own
+        steps already; the original keeps its steps from ``at_step`` on, its time from that
+        step's start and its cost unknown (a part of a run has no price of its own). Any run,
+        when the two are not fork and original."""
+        record, other = (self.a, self.b) if side == "a" else (self.b, self.a)
+        at = self.at_step
+        if at is None or record.forked_from_run_id == other.run_id:  # no fork, or the fork itself
+            return record
+        steps = [s for s in record.steps if s.number >= at]
+        duration = record.duration_s
+        if duration is not None:
+            duration = max(0.0, duration - steps[0].start_s) if steps else 0.0
+        return replace(record, steps=steps, duration_s=duration, cost_usd=None)
+
     def delta(self, name: str) -> float | None:
         """B minus A of a run measure (``RUN_MEASURES``, or ``n_steps``). ``None`` (unknown) when
         either side is unknown, and for tokens and cost when either run's usage is incomplete:
-        a partial sum is a lower bound, and the difference of two is no definite number."""
+        a partial sum is a lower bound, and the difference of two is no definite number. For a
+        fork and its original, of their paths from the fork's step (``path``)."""
+        a, b = self.path("a"), self.path("b")
         if name == "n_steps":
-            return len(self.b.steps) - len(self.a.steps)
+            return len(b.steps) - len(a.steps)
         if name in USAGE_MEASURES and not self.usage_complete:
             return None
-        return _delta(getattr(self.a, name), getattr(self.b, name))
+        return _delta(getattr(a, name), getattr(b, name))
 
     @property
     def usage_complete(self) -> bool:
         """Both runs know the usage of every step, so their token and cost deltas are definite."""
-        return self.a.usage_complete and self.b.usage_complete
+        return self.path("a").usage_complete and self.path("b").usage_complete
 
     @property
     def usage_note(self) -> str | None:
         """Why the token and cost deltas are unknown (``None`` when they are known)."""
-        notes = [missing_usage(self.a, "A"), missing_usage(self.b, "B")]
+        notes = [missing_usage(self.path("a"), "A"), missing_usage(self.path("b"), "B")]
         return "; ".join(n for n in notes if n) or None
 
     @property
@@ -232,7 +286,9 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
 
     One row per run and ``level="run"`` (``step`` is ``<NA>``), then one row per step number of
     either run (``level="step"``). Columns: ``baseline_run_id``, ``run_id``, ``level``, ``step``,
-    ``in_baseline``, ``in_run`` (the step exists there), each measure of the run or step
+    ``in_baseline``, ``in_run`` (the step exists there), ``shared`` (a step of the prefix a fork
+    shares with the run it forks: made once, no deltas), ``at_step`` (run level: the step one run
+    forks the other at; its run deltas are of the two paths from there), each measure of the run or step
     (``input_tokens``, ``output_tokens``, ``duration_s``; at run level also ``total_tokens``,
     ``cost_usd``, ``n_steps``, ``status``), its ``*_delta`` (run minus baseline, ``<NA>`` when
     either side is unknown, and for tokens and cost when either side's usage is incomplete),
@@ -258,6 +314,8 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
             "step": None,
             "in_baseline": True,
             "in_run": True,
+            "shared": False,
+            "at_step": comparison.at_step,
             "status": run.status,
             "n_steps": len(run.steps),
             "n_steps_delta": comparison.delta("n_steps"),
@@ -278,6 +336,7 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
                 "step": pair.number,
                 "in_baseline": pair.a is not None,
                 "in_run": pair.b is not None,
+                "shared": pair.shared,
             }
             for name in ("input_tokens", "output_tokens", "duration_s"):
                 row[name] = None if step is None else getattr(step, name)
@@ -294,6 +353,8 @@ def compare_frame(records: Iterable[Any], store: RunStore | None = None) -> pd.D
         "step": "Int64",
         "in_baseline": "boolean",
         "in_run": "boolean",
+        "shared": "boolean",
+        "at_step": "Int64",
         "status": "string",
         "n_steps": "Int64",
         "n_steps_delta": "Int64",

@@ -72,7 +72,9 @@ def _total(record: RunRecord, measure: str) -> str:
 
 
 def totals_html(comparison: Comparison) -> str:
-    a, b = comparison.a, comparison.b
+    """The totals and their deltas; of the two paths from the fork's step for a fork and its
+    original (``Comparison.path``)."""
+    a, b = comparison.path("a"), comparison.path("b")
     note = comparison.usage_note
     title = f' title="{esc(note)}"' if note else ""
     steps = _signed(comparison.delta("n_steps"), "n_steps")
@@ -94,9 +96,11 @@ def totals_html(comparison: Comparison) -> str:
         f"<td>{'=' if a.status == b.status else '≠'}</td></tr>"
     )
     partial = f'<div class="nbagent-partial">? {esc(note)}: their token and cost deltas are unknown</div>'
+    at = comparison.at_step
+    paths = f'<div class="nbagent-dim">from step {at} on (the paths after the shared steps)</div>'
     return (
         '<table class="nbagent-totals"><tr><th></th><th>A</th><th>B</th><th>B − A</th></tr>'
-        f"{status}{body}</table>{partial if note else ''}"
+        f"{status}{body}</table>{paths if at is not None else ''}{partial if note else ''}"
     )
 
 
@@ -122,6 +126,21 @@ def _pair_row(pair: StepPair, total_a: float, total_b: float) -> str:
     )
 
 
+def _prefix_row(comparison: Comparison, total: float) -> str:
+    """A fork's shared prefix, once across both columns, folded: the steps were made once."""
+    shared = comparison.prefix
+    if not shared:
+        return ""
+    first, last = shared[0].number, shared[-1].number
+    steps = f"steps {first}–{last}" if last > first else f"step {first}"
+    panels = "".join(step_html(pair.a) for pair in shared if pair.a is not None)
+    return (
+        f'<tr><td colspan="2"><details><summary class="nbagent-same">⑂ {esc(steps)}: shared, made once '
+        f"(the fork starts at step {comparison.at_step})</summary>"
+        f'<div class="nbagent-run" style="{total_style(total)}">{panels}</div></details></td></tr>'
+    )
+
+
 def _head(label: str, comparison: Comparison, side: str) -> str:
     record = comparison.a if side == "a" else comparison.b
     head = head_html(record.agent, record.model, str(record.status), record.duration_s)
@@ -136,7 +155,9 @@ def comparison_html(comparison: Comparison) -> str:
     """The whole comparison as one HTML fragment (styles included)."""
     total_a = comparison.a.duration_s or max((s.end_s or s.start_s for s in comparison.a.steps), default=0.0)
     total_b = comparison.b.duration_s or max((s.end_s or s.start_s for s in comparison.b.steps), default=0.0)
-    rows = "".join(_pair_row(pair, total_a, total_b) for pair in comparison.steps)
+    rows = _prefix_row(comparison, total_a) + "".join(
+        _pair_row(pair, total_a, total_b) for pair in comparison.steps if not pair.shared
+    )
     differences = comparison.differences
     summary = (
         f"{len(differences)} difference{'' if len(differences) == 1 else 's'}"

@@ -13,6 +13,12 @@ command and the last lines of its stderr); a server that dies mid-call fails tha
 same, and the next call starts it again; ``timeout_s`` bounds each call (and a Stop always does).
 A call's ``isError`` result is a tool error the model sees, as for any tool.
 
+Progress and logs: a call made inside a run's tool call (``nbagent.context.current_call``) asks
+the server for progress, and each ``notifications/progress`` becomes ``RunContext.tool_progress``
+for that call; the server's ``notifications/message`` lines while calls are in flight become
+``RunContext.tool_log`` for them. MCP's log messages name no request, so when several calls are in
+flight on one session at once, each of them shows the line.
+
 The server's ``env`` and ``headers`` stay in this object: no record, view, store or span gets them.
 """
 
@@ -26,6 +32,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from nbagent.context import RunContext, current_call
 from nbagent.errors import ToolError
 from nbagent.mcp.transports import Stdio, StreamableHTTP, Transport
 from nbagent.tools import Tool
@@ -49,6 +56,17 @@ class _Session:
         self.closing = asyncio.Event()
         self.owner: asyncio.Task[None] | None = None
         self.broken = False
+        self.calls: list[tuple[RunContext, str]] = []
+        """The run tool calls in flight on this session (a server's log lines go to them)."""
+
+    async def log(self, params: Any) -> None:
+        """The SDK's ``logging_callback``: a server's log line, for the calls in flight."""
+        data = params.data
+        text = data if isinstance(data, str) else _json_text(data)
+        if params.logger:
+            text = f"[{params.logger}] {text}"
+        for ctx, call_id in list(self.calls):
+            ctx.tool_log(call_id, text, str(params.level))
 
 
 class MCPServer:
@@ -147,8 +165,17 @@ class MCPServer:
         session = await self._open()
         if tool not in {listed.name for listed in session.listed}:
             raise ToolError(f"{self.name} no longer lists a tool named {tool!r}", tool=tool)
+        where = current_call()
+        progress = None
+        if where is not None:
+            ctx, call_id = where
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                ctx.tool_progress(call_id, done, total, message)
+
+            session.calls.append(where)
         try:
-            result = await session.client.call_tool(tool, arguments)
+            result = await session.client.call_tool(tool, arguments, progress_callback=progress)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -157,6 +184,9 @@ class MCPServer:
                 message = self._failure(f"{self.name} went away during {tool}", exc)
                 raise MCPServerError(message, tool=tool) from exc
             raise ToolError(f"{tool} on {self.name}: {exc}", tool=tool) from exc
+        finally:
+            if where is not None:
+                session.calls.remove(where)
         text = _text_of(result)
         if getattr(result, "is_error", False):
             raise ToolError(text or f"{tool} on {self.name} failed", tool=tool)
@@ -194,7 +224,10 @@ class MCPServer:
         from mcp import ClientSession
 
         try:
-            async with self.transport.open() as (read, write), ClientSession(read, write) as client:
+            async with (
+                self.transport.open() as (read, write),
+                ClientSession(read, write, logging_callback=session.log, log_level="debug") as client,
+            ):
                 await client.initialize()
                 listed = await client.list_tools()
                 session.client, session.listed = client, list(listed.tools)
@@ -238,6 +271,16 @@ def _text_of(result: Any) -> str:
         return "\n".join(texts)
     structured = getattr(result, "structured_content", None)
     return "" if structured is None else str(structured)
+
+
+def _json_text(data: Any) -> str:
+    """A log message's structured data as one line of JSON (its text when JSON cannot hold it)."""
+    import json
+
+    try:
+        return json.dumps(data, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(data)
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -14,7 +14,7 @@ import concurrent.futures
 import threading
 import uuid
 from collections.abc import Callable, Generator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.guardrails.approvals import ApprovalPolicy, Approvals, PendingApproval
@@ -27,6 +27,9 @@ from nbagent.runtime.run_setup import check_options, check_tags, last_run_of
 from nbagent.runtime.source import Sink, Source, as_sink, native_source
 from nbagent.runtime.waiting import wait_async, wait_blocking
 from nbagent.text import shorten
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkStart
 
 __all__ = ["SINK_DRAIN_TIMEOUT_S", "Run", "Sink", "live_runs"]
 
@@ -61,6 +64,7 @@ class Run(RunLoopSide):
         limits: Limits | None = None,
         approve: ApprovalPolicy = None,
         approval_timeout_s: float | None = None,
+        fork: ForkStart | None = None,
     ) -> None:
         self.agent = agent
         self.source = source if source is not None else native_source(agent)
@@ -101,6 +105,8 @@ class Run(RunLoopSide):
         """Whose memory ``reset=False`` continues: the agent, or the part of it the options name
         (a LangGraph thread: a run on thread A continues A's latest run, not B's)."""
         self.continues_run_id = None if reset else last_run_of(self._memory)
+        self.fork = fork
+        """What a fork starts from (``nbagent.fork``): ``drive`` finds it as ``ctx.fork``."""
         self.shown = False
         """True when a view (widgets or text) shows this run."""
         self.keyboard_pressed = False

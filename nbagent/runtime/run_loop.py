@@ -21,12 +21,13 @@ import logging
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent import events as ev
 from nbagent.analytics import cost, history
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, describe, error_kind
+from nbagent.forks import origins
 from nbagent.guardrails.approvals import Approvals
 from nbagent.guardrails.limits import LimitWatcher
 from nbagent.recorder import Recorder
@@ -36,6 +37,9 @@ from nbagent.runtime.cancel import CancelScope, current_scope
 from nbagent.runtime.loop import LoopThread, runner_loop
 from nbagent.runtime.run_setup import cost_of, remember_run_of
 from nbagent.runtime.source import Sink, Source
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkStart, Kept
 
 logger = logging.getLogger("nbagent")
 
@@ -60,6 +64,7 @@ class RunLoopSide:
     approvals: Approvals
     parent_run_id: str | None
     continues_run_id: str | None
+    fork: ForkStart | None
     shown: bool
     launched: bool
     completion: concurrent.futures.Future[RunRecord]
@@ -76,6 +81,7 @@ class RunLoopSide:
     _final: RunRecord | None
     _finish_lock: threading.Lock
     _started: bool
+    _kept: Kept | None
 
     def _keep_cut_usage(self, ctx: RunContext) -> None:
         """A step cut by a limit keeps the tokens it streamed, as an estimate."""
@@ -120,12 +126,15 @@ class RunLoopSide:
             datetime.now(timezone.utc),
             parent_run_id=self.parent_run_id,
             continues_run_id=self.continues_run_id,
+            forked_from_run_id=self.fork.origin.record.run_id if self.fork is not None else None,
+            forked_at_step=self.fork.at_step if self.fork is not None else None,
             tags=self.tags,
             metadata=self.metadata,
             model_params=self.source.model_params(),
         )
         self._recorder.apply(started)
         remember_run_of(self._owner, self.run_id)
+        self._kept = origins.keep(self.run_id, self._owner, self.source.framework)
         if self._memory is not self._owner:
             remember_run_of(self._memory, self.run_id)
         with _live_lock:
@@ -156,6 +165,9 @@ class RunLoopSide:
         ctx = RunContext(self.run_id, self.scope, self._emit)
         ctx.shown = self.shown
         ctx.approvals = self.approvals
+        ctx.kept = self._kept
+        if self.fork is not None:  # its steps are numbered from the step it forks at
+            ctx.fork, ctx.step = self.fork, self.fork.at_step - 1
         status: ev.RunStatus = "success"
         output: Any = None
         error: str | None = None
@@ -244,10 +256,23 @@ class RunLoopSide:
                 price,
                 stop_reason=stop_reason,
                 messages=ctx.messages,
+                fork_data=self._fork_data(ctx),
             )
             self._recorder.apply(finished)
             self._final = self._recorder.snapshot()  # before any sink shows the end: the handle never lags
         self._fan_out(finished)
+
+    def _fork_data(self, ctx: RunContext) -> dict[str, Any] | None:
+        """The run's history as JSON for its record (``Source.fork_data``), naming its framework;
+        a source that fails to give it loses forks from a store, never the run."""
+        if ctx.conversation is None:
+            return None
+        try:
+            data = self.source.fork_data(ctx.conversation, self.options)
+        except Exception as exc:
+            logger.warning("nbagent: run %s keeps no fork data: %s", self.run_id, describe(exc))
+            return None
+        return None if data is None else {"framework": self.source.framework, **data}
 
     def _complete(self) -> None:
         """Hand the final record out: history, the handle, every waiter. Exactly once."""

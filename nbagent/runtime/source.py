@@ -30,6 +30,7 @@ from nbagent import events as ev
 
 if TYPE_CHECKING:
     from nbagent.context import RunContext
+    from nbagent.forks.origins import ForkOrigin
 
 
 class Source(ABC):
@@ -60,9 +61,17 @@ class Source(ABC):
       ``ctx.approvals``); when False, ``approvals_refusal()`` is the ``TypeError`` text a run with
       ``approve=`` gets, saying what the framework offers instead. Default False.
     - ``check_run(options, reset)``: refuse a run the source cannot do, before anything runs
-      (an option that contradicts the agent, nothing to continue for ``reset=False``): raise
-      ``ValueError`` / ``TypeError`` saying why. Called on the caller's thread as the run is built,
-      after its options were checked; cheap, no I/O (default: accept).
+      (an option that contradicts the agent, nothing to continue for ``reset=False``, an MCP
+      session opened on the notebook's loop, on which the run would hang): raise ``ValueError`` /
+      ``TypeError`` in one sentence that says what to do. Called on the caller's thread as the run
+      is built, after its options were checked; cheap, no I/O (default: accept).
+    - ``framework``: the name a run's record keeps of its source's kind (``fork_data``), so a
+      fork's ``agent=`` is checked to be of the same framework (default: the class name).
+    - ``fork_data(conversation, options)``: the run's history (``ctx.conversation``) as the JSON
+      dict a record keeps, for forks from a store (default: none).
+    - ``fork_input(origin)``: for ``nbagent.fork``, the framework's input that starts a run at
+      step ``origin.at_step`` of ``origin.record``, with its edits; ``drive`` then starts from it
+      (``ctx.fork``). Default: refuses, so a source that does not implement it cannot be forked.
     - ``drive(task, ctx, reset, **options)``: run the task (see the module docstring for how it
       ends). The options it takes are its keyword-only parameters: ``start`` refuses others
       before the run begins.
@@ -110,6 +119,38 @@ class Source(ABC):
 
     def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
         return None
+
+    @property
+    def framework(self) -> str:
+        return type(self).__name__
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The run's history (``ctx.conversation``, as the source set it) as JSON data for the
+        record (``RunRecord.fork_data``): ``{"conversation": [...]}`` and any key the source needs
+        to fork the run in another process (a LangGraph thread id). ``None``: nothing to keep.
+        Called once, on the loop, as the run ends; a failure here never fails the run."""
+        return None
+
+    @property
+    def supports_fork(self) -> bool:
+        """Whether runs of this source can be forked (it implements ``fork_input``)."""
+        return type(self).fork_input is not Source.fork_input
+
+    def fork_input(self, origin: ForkOrigin) -> Any:
+        """The framework's input for a run that starts at step ``origin.at_step`` of
+        ``origin.record``: the conversation as the model saw it when that step began
+        (``origin.prefix()``, ``origin.history()``), with ``origin.tool_results`` in place of
+        the results of step ``at_step - 1`` and ``origin.message`` added as a user message.
+        ``drive`` finds it as ``ctx.fork.input`` and starts from it, numbering steps from
+        ``at_step``, calling no model and no tool of the steps before. Called on the caller's
+        thread before the fork runs: raise ``nbagent.errors.ForkError`` when the history cannot
+        be rebuilt (nothing has run yet)."""
+        from nbagent.errors import ForkError
+
+        raise ForkError(
+            f"runs of {self.framework} cannot be forked: its source ({type(self).__name__}) does not "
+            "implement fork_input (see docs/adapters.md)"
+        )
 
     def approvals_refusal(self) -> str:
         return (

@@ -28,6 +28,10 @@ from typing import Any
 from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
+LOG_LINES_SHOWN = 5
+"""A call's row shows at most its last this many log lines, and a count of the rest."""
+PROGRESS_MESSAGE_LIMIT = 160
+
 TEXT_HEAD = 600
 TEXT_TAIL = 2400
 ARGUMENTS_LIMIT = 200
@@ -118,3 +122,28 @@ def clipped_text(text: str, head: int = TEXT_HEAD, tail: int = TEXT_TAIL) -> str
         f'<span class="nbagent-clipped">[… {hidden:,} characters not shown; the record has them all …]</span>'
     )
     return f"{esc(text[:head])}{marker}{esc(text[-tail:])}"
+
+
+def _amount(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.4g}"
+
+
+def progress_text(progress: Any) -> str:
+    """A call's last progress (``nbagent.records.ToolProgress``) as plain words for any view:
+    ``3/10 · step 3 of 10``, or the bare count ``3 · item 3`` when the total is unknown."""
+    count = _amount(progress.progress)
+    if progress.fraction is not None:
+        count += f"/{_amount(progress.total)}"
+    message = progress.message
+    if message:
+        from nbagent.text import shorten
+
+        count += f" · {shorten(message, PROGRESS_MESSAGE_LIMIT)}"
+    return count
+
+
+def log_tail(lines: list[str], dropped: int) -> tuple[list[str], int]:
+    """The log lines a view shows of a call (its last ``LOG_LINES_SHOWN``), and how many earlier
+    lines it does not show (those the record dropped included)."""
+    shown = lines[-LOG_LINES_SHOWN:]
+    return shown, dropped + len(lines) - len(shown)

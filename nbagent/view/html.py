@@ -32,6 +32,8 @@ from nbagent.view.format import (
     clipped_text,
     count,
     esc,
+    log_tail,
+    progress_text,
     seconds,
     tokens,
 )
@@ -112,6 +114,12 @@ STYLE = """<style>
   font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, inherit); }
 .nbagent-notice code { font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); font-size: 12px;
   padding: 0 3px; border-radius: 3px; background: rgba(128,128,128,.15); }
+.nbagent-progress { position: relative; display: inline-block; height: 6px; width: 90px; border-radius: 3px;
+  vertical-align: middle; overflow: hidden; background: var(--jp-border-color2, rgba(128,128,128,.25)); }
+.nbagent-progress > span { position: absolute; left: 0; top: 0; height: 6px;
+  background: var(--jp-brand-color2, #64b5f6); }
+.nbagent-log { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0 0 0 1.6em; font-size: 11px;
+  font-family: var(--jp-code-font-family, Menlo, Consolas, monospace); }
 .nbagent-cursor { display: inline-block; width: 7px; height: 13px; vertical-align: text-bottom;
   background: var(--jp-info-color1, #0b61a4); }
 </style>"""
@@ -136,7 +144,7 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
     if call.approval == "pending" and call.status is None:
         outcome = '<span class="nbagent-warn">◆ waiting for approval</span>'
     elif call.status is None:
-        outcome = '<span class="nbagent-dim">… running</span>'
+        outcome = f'<span class="nbagent-dim">… running</span>{_progress_html(call)}'
     elif call.status == "ok":
         outcome = f'<span class="nbagent-ok">→ {esc(shorten(call.result, RESULT_LIMIT))}</span>'
     elif call.status == "denied":
@@ -153,7 +161,32 @@ def _call_line(call: ToolCallRecord, head: str) -> str:
     took = "" if call.duration_s is None else f' <span class="nbagent-dim">{seconds(call.duration_s)}</span>'
     if call.approval_wait_s is not None:  # a person's time, shown apart from the call's own
         took += f' <span class="nbagent-dim">· waited {seconds(call.approval_wait_s)} for approval</span>'
-    return f'<div class="nbagent-tool">{head} {outcome}{took}</div>'
+    if call.progress is not None and call.status not in (None, "ok"):  # where a cut call got to
+        took += f' <span class="nbagent-dim">· at {esc(progress_text(call.progress))}</span>'
+    return f'<div class="nbagent-tool">{head} {outcome}{took}</div>{_logs_html(call)}'
+
+
+def _progress_html(call: ToolCallRecord) -> str:
+    """A running call's last progress: a bar when its total is known, and the count and message."""
+    progress = call.progress
+    if progress is None:
+        return ""
+    bar = ""
+    if progress.fraction is not None:
+        width = f"{progress.fraction * 100:.1f}%"
+        bar = f' <span class="nbagent-progress"><span style="width:{width}"></span></span>'
+    return f'{bar} <span class="nbagent-dim nbagent-count">{esc(progress_text(progress))}</span>'
+
+
+def _logs_html(call: ToolCallRecord) -> str:
+    """The call's last log lines under its row, and how many earlier ones are not shown."""
+    if not call.logs:
+        return ""
+    lines, hidden = log_tail(call.logs, call.logs_dropped)
+    text = "\n".join(f"│ {esc(line)}" for line in lines)
+    if hidden:
+        text = f"… {hidden} earlier log line{'' if hidden == 1 else 's'}\n{text}"
+    return f'<div class="nbagent-log nbagent-dim">{text}</div>'
 
 
 def _node_line(node: NodeRecord) -> str:
@@ -305,8 +338,10 @@ def summary_html(
     cost_usd: float | None = None,
     error: str | None = None,
     answer: Any = None,
+    fork: tuple[str, int] | None = None,
 ) -> str:
-    """The task, the totals so far, and the run's error or answer once there is one."""
+    """The task, the totals so far, and the run's error or answer once there is one; for a fork
+    (``fork``: the run it forks and the step), that line, and its prefix as one collapsed line."""
     stats = f"{steps} step{'' if steps == 1 else 's'}" + (f" ({cut} cut)" if cut else "")
     if input_tokens is None and output_tokens is None:
         if steps:
@@ -321,12 +356,28 @@ def summary_html(
         f'<div class="nbagent-summary"><div><b>Task</b> {esc(shorten(task, TASK_LIMIT))}</div>'
         f'<div class="nbagent-dim">{esc(stats)}</div>'
     ]
+    if fork is not None:
+        parts.append(fork_html(*fork))
     if error:
         parts.append(f'<div class="nbagent-error">✗ {esc(shorten(error, ERROR_LIMIT))}</div>')
     if answer is not None:
         parts.append(f"<div><b>Answer</b> {esc(shorten(answer, ANSWER_LIMIT))}</div>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def fork_html(run_id: str, at_step: int) -> str:
+    """A fork's line: which run it forks at which step, and the steps before, the original's,
+    folded into one line (they were not made again; the original's view shows them)."""
+    origin = esc(shorten(run_id, 40))
+    prefix = f"steps 1–{at_step - 1}" if at_step > 2 else "step 1" if at_step == 2 else "no step before"
+    return (
+        f'<div class="nbagent-fork"><b>⑂ fork of run {origin} at step {at_step}</b>'
+        f'<details class="nbagent-dim"><summary>▸ {esc(prefix)}: run {origin}\'s, not made again '
+        "(its totals are not counted here)</summary>"
+        f"nbagent.show({origin!r}) shows them; nbagent.compare(original, fork) both paths."
+        "</details></div>"
+    )
 
 
 def total_style(total_s: float | None) -> str:
@@ -347,7 +398,15 @@ def record_summary(record: RunRecord) -> str:
         cost_usd=record.cost_usd,
         error=record.error if record.status in ("error", "max_steps", "unfinished", "limit") else None,
         answer=record.output if record.status == "success" else None,
+        fork=fork_of(record),
     )
+
+
+def fork_of(record: RunRecord) -> tuple[str, int] | None:
+    """The run and step ``record`` forks (``None``: it is no fork)."""
+    if record.forked_from_run_id is None or record.forked_at_step is None:
+        return None
+    return record.forked_from_run_id, record.forked_at_step
 
 
 def _status(record: RunRecord) -> str:

@@ -146,6 +146,9 @@ class LiveView(Sink):
         self._agent = shorten(getattr(run.source, "name", type(run.agent).__name__), 100)
         self._model = shorten(run.model_name, 100)
         self._task = shorten(run.task, TASK_LIMIT)
+        fork = getattr(run, "fork", None)
+        self._fork = (fork.origin.record.run_id, fork.at_step) if fork is not None else None
+        """The run and step this run forks (``nbagent.fork``), for its line in the summary."""
         """Shortened once: a 10 MB task must not be re-read on every tick."""
         self._t0: float | None = None
         self._started_at = datetime.now(timezone.utc)
@@ -168,7 +171,7 @@ class LiveView(Sink):
         self.after_step_button.on_click(self._on_stop_after_step)
         header = widgets.HBox([self.head, self.stop_button, self.after_step_button])
         header.add_class("nbagent-head")
-        self.summary = widgets.HTML(summary_html(self._task, steps=0))
+        self.summary = widgets.HTML(summary_html(self._task, steps=0, fork=self._fork))
         self.steps = widgets.VBox([])
         self.meters = widgets.HTML(meters_html(run.limits_used()))
         self.approvals = ApprovalPanel(run)
@@ -362,6 +365,7 @@ class LiveView(Sink):
                 input_tokens=live.input_tokens,
                 output_tokens=live.output_tokens,
                 unknown_usage=sum(s.end_s is not None and not s.usage_known for s in live.steps),
+                fork=self._fork,
             )
         else:
             live = record

@@ -34,6 +34,7 @@ from nbagent.records import RunRecord, StepRecord
 from nbagent.runtime.source import Sink
 from nbagent.secrets import StreamScrub, scrub
 from nbagent.text import safe_text, shorten, terminal_safe
+from nbagent.view.format import LOG_LINES_SHOWN, log_tail, progress_text
 
 __all__ = ["TextView", "plural", "record_text", "shorten", "summary_line"]
 
@@ -41,6 +42,8 @@ CODE_LINES = 40
 """A code block shows at most this many lines (the record keeps the whole code)."""
 CODE_WIDTH = 240
 TEXT_GUTTER = "  │ "
+PROGRESS_EVERY_S = 1.0
+"""A running call's progress prints at most once a second (its first report at once)."""
 
 KIND_LABELS = {"planning": "planning", "final": "final answer"}
 _COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
@@ -169,6 +172,12 @@ def _outcome(status: str | None, result: Any, error: str | None, limit: int = 30
     return f"✗ {_one_line(status, 20)}: {_one_line(error, limit)}"
 
 
+def fork_text(run_id: str, at_step: int) -> str:
+    """A fork's line: the run and step it forks, its prefix folded (the original's steps)."""
+    before = f"steps 1–{at_step - 1}" if at_step > 2 else "step 1" if at_step == 2 else "no step before"
+    return f"⑂ fork of run {_one_line(run_id, 40)} at step {at_step} · {before}: that run's, not made again"
+
+
 def record_text(record: RunRecord) -> str:
     """A readable multi-line account of a run (``str(record)``), safe to print to a terminal."""
     lines = [
@@ -178,6 +187,8 @@ def record_text(record: RunRecord) -> str:
     ]
     if record.continues_run_id:
         lines.append(f"  continues run {_one_line(record.continues_run_id, 40)}")
+    if record.forked_from_run_id and record.forked_at_step:
+        lines.append(f"  {fork_text(record.forked_from_run_id, record.forked_at_step)}")
     if record.parent_run_id:
         lines.append(f"  started by run {_one_line(record.parent_run_id, 40)}")
     if record.tags:
@@ -193,6 +204,13 @@ def record_text(record: RunRecord) -> str:
         for call in step.tool_calls:
             lines.extend(call_lines(call.tool, call.arguments, indent="    "))
             lines.append(f"      {_outcome(call.status, call.result, call.error, 200)}")
+            if call.progress is not None and call.status != "ok":
+                lines.append(f"      at {_one_line(progress_text(call.progress), 200)}")
+            if call.logs:
+                shown, hidden = log_tail(call.logs, call.logs_dropped)
+                if hidden:
+                    lines.append(f"      … {plural(hidden, 'earlier log line')}")
+                lines.extend(f"      │ {_one_line(line, 200)}" for line in shown)
         if step.error:
             lines.append(f"    error: {_one_line(step.error, 600)}")
     if record.error:
@@ -211,7 +229,9 @@ def _wants_color(stream: TextIO) -> bool:
         return False
 
 
-_MID_TEXT = (ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting, ev.ModelCallEnded)
+_MID_TEXT = (
+    ev.TextDelta, ev.ToolArgumentsDelta, ev.Usage, ev.ModelCallStarting, ev.ModelCallEnded, ev.ForkPoint,
+)  # fmt: skip
 """Events that may come while the model's text streams, printing nothing of their own."""
 
 
@@ -238,6 +258,10 @@ class _Shown:
         self.footed: set[int] = set()
         self.text = StreamScrub()
         """The model text streaming now: printed as it may be shown (``nbagent.secrets``)."""
+        self.progress_at: dict[str, float] = {}
+        """When each running call's progress was last printed (``perf_counter``)."""
+        self.logs: dict[str, int] = {}
+        """How many log lines of each call were seen (the first ``LOG_LINES_SHOWN`` print)."""
 
     def step(self, number: int) -> StepRecord | None:
         record = self.recorder.live
@@ -340,6 +364,9 @@ class TextView(Sink):
             if event.continues_run_id:
                 head += f" · continues run {_one_line(event.continues_run_id, 40)}"
             self._lines(self._paint("▶ ", "bold") + head)
+            if event.forked_from_run_id and event.forked_at_step:
+                line = fork_text(event.forked_from_run_id, event.forked_at_step)
+                self._lines(self._paint(f"  {line}", "dim"))
         elif isinstance(event, ev.RunQueued):
             after = _one_line(event.after_run_id or "another run", 40)
             self._lines(self._paint(f"  … waiting for run {after} of the same agent to end", "dim"))
@@ -348,9 +375,18 @@ class TextView(Sink):
             self._lines(self._paint(f"── step {event.step}{kind}", "bold"))
         elif isinstance(event, ev.ToolCallStarted):
             self._lines(*call_lines(event.tool, event.arguments))
+        elif isinstance(event, ev.ToolCallProgress) and shown is not None:
+            self._progress(event, shown)
+        elif isinstance(event, ev.ToolCallLog) and shown is not None:
+            seen = shown.logs[event.call_id] = shown.logs.get(event.call_id, 0) + 1
+            if seen <= LOG_LINES_SHOWN:
+                self._lines(self._paint(f"      │ {event.level}: {_one_line(event.text, 200)}", "dim"))
         elif isinstance(event, ev.ToolCallFinished):
             outcome = _outcome(event.status, event.result, event.error)
             plain = event.status in ("ok", "deferred")
+            more = shown.logs.pop(event.call_id, 0) - LOG_LINES_SHOWN if shown is not None else 0
+            if more > 0:
+                self._lines(self._paint(f"      … {plural(more, 'more log line')} (in the record)", "dim"))
             self._lines("    " + (outcome if plain else self._paint(outcome, "red")))
         elif isinstance(event, ev.NodeFinished):
             step = shown.step(event.step) if shown is not None else None
@@ -374,6 +410,19 @@ class TextView(Sink):
             self._footer(event.step, shown, failed=bool(event.error or event.interrupted))
         elif isinstance(event, ev.RunFinished):
             self._end(event, shown)
+
+    def _progress(self, event: ev.ToolCallProgress, shown: _Shown) -> None:
+        """Print a running call's progress: its first report, then at most once a second (a
+        server may report hundreds of times; a terminal is read once, top to bottom)."""
+        last = shown.progress_at.get(event.call_id)
+        if last is not None and event.t - last < PROGRESS_EVERY_S:
+            return
+        record = shown.recorder.live
+        call = next((c for c in record.tool_calls if c.call_id == event.call_id), None) if record else None
+        if call is None or call.progress is None or call.status is not None:
+            return
+        shown.progress_at[event.call_id] = event.t
+        self._lines(self._paint(f"    … {_one_line(progress_text(call.progress), 200)}", "dim"))
 
     def _footer(self, number: int, shown: _Shown | None, *, failed: bool) -> None:
         step = shown.step(number) if shown is not None else None

@@ -65,9 +65,10 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nbagent.adapters import instance_of
+from nbagent.adapters.langgraph.fork import copy_to_thread, fork_data, fork_plan
 from nbagent.adapters.langgraph.interrupts import answer_interrupts
 from nbagent.adapters.langgraph.records import (
     chat_messages,
@@ -84,6 +85,9 @@ from nbagent.errors import AgentInterrupted, MaxStepsReached
 from nbagent.runtime.identity_map import IdentityMap
 from nbagent.runtime.source import Source
 from nbagent.text import safe_text, shorten
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 __all__ = ["LangGraphSource", "is_langgraph_graph", "records_from_langgraph"]
 
@@ -121,6 +125,7 @@ class LangGraphSource(Source):
 
     takes_turns = False
     """The graph keeps nothing on itself; a thread's runs take turns by ``turn_key``."""
+    framework = "langgraph"
 
     def __init__(self, graph: Any) -> None:
         require_langgraph()
@@ -196,6 +201,16 @@ class LangGraphSource(Source):
             _last_threads.set(self.graph, thread)
         return str(thread)
 
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The run's thread (a fork copies its checkpoints) and its messages (a graph without a
+        checkpointer forks from them): ``nbagent.adapters.langgraph.fork``."""
+        return fork_data(conversation)
+
+    def fork_input(self, origin: ForkOrigin) -> dict[str, Any]:
+        """A plan: copy the checkpoint before step ``at_step`` to the fork's thread, or start from
+        the message prefix (``nbagent.adapters.langgraph.fork``)."""
+        return fork_plan(self.graph, self.name, origin)
+
     async def drive(
         self,
         task: Any,
@@ -226,6 +241,13 @@ class LangGraphSource(Source):
             raise ValueError(f"interrupts must be 'ask' or 'end', not {interrupts!r}")
         config = self._config(config, reset, max_steps)
         tracker = StepTracker(ctx, tool_nodes_of(self.graph))
+        ctx.conversation = {"thread_id": self.thread_id, "messages": []}
+        if ctx.fork is not None:  # a fork: from a copied checkpoint, or from the message prefix
+            plan = ctx.fork.input
+            if plan["mode"] == "checkpoint":
+                task = await copy_to_thread(self.graph, plan, config)
+            else:
+                task = {"messages": plan["messages"]}
         if not _has_checkpointer(self.graph):
             interrupts = "end"  # nothing keeps the pause, so no Command(resume=...) can answer it
         elif not resumes(task):
@@ -233,6 +255,8 @@ class LangGraphSource(Source):
         else:
             await self._go_on(tracker, config)
         extra = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
+        # each checkpoint's id: the fork point of the model step that follows it
+        modes = [*BASE_MODES, *(["checkpoints"] if _has_checkpointer(self.graph) else []), *extra]
         kwargs = {
             "context": context, "interrupt_before": interrupt_before,
             "interrupt_after": interrupt_after, "durability": durability,
@@ -245,7 +269,7 @@ class LangGraphSource(Source):
             while True:
                 tracker.interrupts.clear()
                 stream = self.graph.astream(
-                    graph_input, config, stream_mode=[*BASE_MODES, *extra], subgraphs=True,
+                    graph_input, config, stream_mode=list(dict.fromkeys(modes)), subgraphs=True,
                     control=control, **kwargs,
                 )  # fmt: skip
                 async with contextlib.aclosing(stream):
@@ -274,6 +298,7 @@ class LangGraphSource(Source):
         finally:
             watcher.cancel()
             ctx.messages = chat_messages(messages_of(tracker.values))
+            ctx.conversation = {"thread_id": self.thread_id, "messages": messages_of(tracker.values)}
         result = self._output(self.values)
         if tracker.interrupts:  # interrupts="end": the run ends paused, as ainvoke returns
             values = dict(self.values) if isinstance(self.values, dict) else {}

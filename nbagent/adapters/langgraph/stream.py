@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbagent import events as ev
-from nbagent.adapters.langgraph.records import compact, content_text, message_type, tool_outcome, usage_of
+from nbagent.adapters.langgraph.records import (
+    compact,
+    content_text,
+    message_type,
+    messages_of,
+    tool_outcome,
+    usage_of,
+)
 from nbagent.context import RunContext
 
 TOOL_NODES = frozenset({"tools"})
@@ -141,6 +148,9 @@ class StepTracker:
         """Tool calls of ended replies, by the task id of the node that asked for them."""
         self.values: Any = None
         self.interrupts: list[Any] = []
+        self.checkpoint_id: str | None = None
+        """The root graph's latest checkpoint (``checkpoints`` mode): the state a model step that
+        starts now began from, where a fork of it starts (``StepRecord.fork_point``)."""
 
     # -- stamping -----------------------------------------------------------------------------
 
@@ -174,6 +184,9 @@ class StepTracker:
                 self._task(namespace, data)
             elif mode == "values" and not namespace:
                 self.values = data
+            elif mode == "checkpoints" and not namespace and isinstance(data, dict):
+                configurable = (data.get("config") or {}).get("configurable") or {}
+                self.checkpoint_id = configurable.get("checkpoint_id", self.checkpoint_id)
         finally:
             self._done()
 
@@ -187,6 +200,9 @@ class StepTracker:
             if task_id in self.tasks:
                 self.tasks[task_id].quiet = True
             call = self.models[key] = _Model(self._start("action"), task_id)
+            # a fork at this step starts from the state before its super-step
+            point = {"checkpoint_id": self.checkpoint_id, "messages": len(messages_of(self.values))}
+            self._at(call.step).fork_point(point)
         text = content_text(message.content)
         if text:
             self._at(call.step).text(text)

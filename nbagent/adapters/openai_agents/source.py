@@ -67,10 +67,11 @@ import asyncio
 import dataclasses
 import inspect
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.openai_agents.clients import own_client
+from nbagent.adapters.openai_agents.mcp import connected_for_run
 from nbagent.adapters.openai_agents.records import (
     HANDED_BACK,
     arguments_of,
@@ -90,6 +91,10 @@ from nbagent.adapters.openai_agents.stream import (
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.runtime.source import Source
+from nbagent.text import observation
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 __all__ = [
     "ABANDONED_ERROR",
@@ -131,8 +136,16 @@ def _declare_run_keywords(cls: type) -> None:
 class OpenAIAgentsSource(Source):
     """An nbagent source for an OpenAI Agents SDK agent; ``nbagent.start`` makes one for you."""
 
-    takes_turns = False
-    """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
+    @property
+    def takes_turns(self) -> bool:  # type: ignore[override]
+        """The agent keeps nothing between runs, so only a continued run waits
+        (``nbagent.runtime.turns``); but an agent with MCP servers, which each run connects and
+        cleans up (``mcp``), runs one run at a time."""
+        from nbagent.adapters.openai_agents.mcp import servers_of
+
+        return bool(servers_of(self.agent))
+
+    framework = "openai-agents"
 
     def __init__(self, agent: Any) -> None:
         require_openai_agents()
@@ -170,6 +183,14 @@ class OpenAIAgentsSource(Source):
             f"not {type(task).__name__}"
         )
 
+    def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
+        """Refuse an agent whose MCP server is connected on another loop (``mcp``)."""
+        from nbagent.adapters.openai_agents.mcp import refusal
+
+        refused = refusal(self.agent)
+        if refused:
+            raise ValueError(refused)
+
     def approvals_refusal(self) -> str:
         return (
             "approve= is not supported for OpenAI Agents SDK agents: give the tool "
@@ -185,15 +206,40 @@ class OpenAIAgentsSource(Source):
         ``_declare_run_keywords``), but for ``include_usage`` (see the module's note)."""
         run_input = self._input(task, ctx, reset, options)
         run_config = with_usage_asked(self.agent, options.get("run_config"))
-        async with own_client(run_config) as run_config:
+        async with own_client(run_config) as run_config, connected_for_run(self.agent):
             options = {**options, "run_config": run_config}
             if options["run_config"] is None:
                 del options["run_config"]
             return await self._run(run_input, ctx, options)
 
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The input items (``to_input_list()``) as JSON: they are the SDK's own JSON already."""
+        from pydantic_core import to_jsonable_python
+
+        return {"conversation": to_jsonable_python(list(conversation), fallback=str)}
+
+    def fork_input(self, origin: ForkOrigin) -> list[Any]:
+        """The input items the model was sent at step ``at_step`` (its ``on_llm_start`` items),
+        the outputs of the edited calls replaced and the message added as a user item: the SDK
+        sends a run's input items as they are, so the fork's first request is that one."""
+        import copy
+
+        items = [copy.deepcopy(item) for item in origin.prefix()]
+        # the record names a call "<step>:<the SDK's call_id>"
+        edits = {key.partition(":")[2]: value for key, value in origin.tool_results.items()}
+        for item in items:
+            output = isinstance(item, dict) and item.get("type") == "function_call_output"
+            if output and item.get("call_id") in edits:
+                item["output"] = observation(edits[item["call_id"]])
+        if origin.message is not None:
+            items.append({"role": "user", "content": origin.message})
+        return items
+
     def _input(self, task: Any, ctx: RunContext, reset: bool, options: dict[str, Any]) -> Any:
         from agents import RunState
 
+        if ctx.fork is not None:  # a fork: the items as step k's request had them (fork_input)
+            return ctx.fork.input
         if reset or any(options.get(name) for name in SERVER_HISTORY):
             return task
         if isinstance(task, RunState):
@@ -264,6 +310,7 @@ class OpenAIAgentsSource(Source):
                 history += translator.cut_turn(history)
             ctx.messages = [item if isinstance(item, dict) else {"item": item} for item in history]
             ctx.keep_history(history)
+            ctx.conversation = history
 
 
 async def _stream(result: Any, translator: Translator, ctx: RunContext) -> bool:

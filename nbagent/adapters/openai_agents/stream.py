@@ -71,6 +71,9 @@ class Translator:
         self.raised: dict[str, str] = {}
         """SDK call id -> the exception its tool raised, which the SDK answered the model with its
         failure text (``tool_raised``)."""
+        self.request_items: int | None = None
+        """How many input items the model call the SDK began is sent (its ``on_llm_start``): the
+        fork point of the turn that call opens."""
 
     def apply(self, event: Any) -> None:
         t = time.perf_counter()
@@ -103,14 +106,20 @@ class Translator:
     def _open_turn(self, at: float | None = None) -> None:
         self.close()
         self.ctx.start_step("action", at=at)
+        if self.request_items is not None:  # a fork at this turn sends these items again
+            self.ctx.fork_point(self.request_items)
+            self.request_items = None
         self.open, self.calls, self.text = True, 0, ""
         self.turn_output, self.turn_answers = [], []
         self.last_t = time.perf_counter()  # a turn ends no earlier than it began
 
-    def model_called(self) -> None:
-        """The SDK is about to call the model (on its own task)."""
+    def model_called(self, items: Any = None) -> None:
+        """The SDK is about to call the model (on its own task) with ``items`` as its input."""
         self.hooked = True
         self.awaiting_reply = time.perf_counter()
+        if isinstance(items, list):
+            self.request_items = len(items)
+            self.ctx.conversation = list(items)  # forks of the turns that ended, while it runs
 
     def open_unanswered_call(self) -> None:
         """At a Stop or an error: a model call the SDK began whose reply never started (a model
@@ -312,7 +321,7 @@ def watching_hooks(hooks: Any, translator: Translator) -> Any:
 
     class Watching(RunHooks):
         async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
-            translator.model_called()
+            translator.model_called(args[1] if len(args) > 1 else None)  # (system_prompt, input_items)
             if hooks is not None:
                 await hooks.on_llm_start(context, agent, *args)
 

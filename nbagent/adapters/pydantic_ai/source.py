@@ -63,7 +63,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.pydantic_ai.clients import own_client
@@ -77,8 +77,11 @@ from nbagent.adapters.pydantic_ai.records import (
 )
 from nbagent.adapters.pydantic_ai.stream import Steps
 from nbagent.context import RunContext
-from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
+from nbagent.errors import AgentInterrupted, ForkError, MaxStepsReached, ModelError, describe
 from nbagent.runtime.source import Source
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 __all__ = ["PydanticAISource", "is_pydantic_ai_agent", "records_from_pydantic_ai"]
 
@@ -113,6 +116,7 @@ class PydanticAISource(Source):
     """The agent keeps nothing between runs: only a continued run waits (``nbagent.runtime.turns``)."""
     supports_approvals = True
     """``approve=`` holds calls in the approval panel (through pydantic-ai's deferred tools)."""
+    framework = "pydantic-ai"
 
     def __init__(self, agent: Any) -> None:
         require_pydantic_ai()
@@ -145,6 +149,14 @@ class PydanticAISource(Source):
             f"not {type(task).__name__}"
         )
 
+    def check_run(self, options: dict[str, Any], reset: bool = True) -> None:
+        """Refuse an agent whose MCP toolset is running on another loop (``mcp``)."""
+        from nbagent.adapters.pydantic_ai.mcp import refusal
+
+        refused = refusal(self.agent, options)
+        if refused:
+            raise ValueError(refused)
+
     def __repr__(self) -> str:
         return f"PydanticAISource({self.name}, model={self.model_name!r})"
 
@@ -154,9 +166,48 @@ class PydanticAISource(Source):
         ``options`` are ``agent.run``'s own keywords (``run_keywords``) and pass through unchanged.
         """
         options = {name: value for name, value in options.items() if value is not None}
-        if options.get("message_history") is None and not reset:
+        if ctx.fork is not None:  # a fork: the history as step k's request had it (fork_input)
+            task, options["message_history"] = ctx.fork.input
+        elif options.get("message_history") is None and not reset:
             options["message_history"] = ctx.kept_history
         return await self._run(task, ctx, options)
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The messages as pydantic-ai's own JSON (``ModelMessagesTypeAdapter``)."""
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        return {"conversation": ModelMessagesTypeAdapter.dump_python(list(conversation), mode="json")}
+
+    def fork_input(self, origin: ForkOrigin) -> tuple[Any, list[Any]]:
+        """``(user_prompt, message_history)`` for ``agent.iter``: the messages up to and with
+        step ``at_step``'s request (pydantic-ai sends a history that ends with a request as the
+        next request), its tool returns edited and the message added as a ``UserPromptPart``;
+        past the last step, the whole history and the message as the new prompt, as
+        ``reset=False`` does."""
+        import dataclasses
+
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart, UserPromptPart
+
+        history = origin.prefix(ModelMessagesTypeAdapter.validate_python)
+        if origin.point is None:
+            return origin.message, history
+        last = history[-1] if history else None
+        if last is None or last.kind != "request":
+            where = f"step {origin.at_step} of run {origin.record.run_id}"
+            raise ForkError(f"{where} has no request in its history to send again")
+        if origin.tool_results or origin.message is not None:
+            # the record names a call "<step>:<pydantic-ai's id>" (ids are unique per run there)
+            edits = {key.partition(":")[2]: value for key, value in origin.tool_results.items()}
+            parts = [
+                dataclasses.replace(p, content=edits[p.tool_call_id])
+                if isinstance(p, ToolReturnPart) and p.tool_call_id in edits
+                else p
+                for p in last.parts
+            ]
+            if origin.message is not None:
+                parts.append(UserPromptPart(origin.message))
+            history[-1] = dataclasses.replace(last, parts=parts)
+        return None, history
 
     def _capabilities(self, options: dict[str, Any], steps: Steps) -> list[Any]:
         """The run's capabilities: the user's, then nbagent's approvals (asked last, so a handler of
@@ -193,6 +244,7 @@ class PydanticAISource(Source):
                 self.agent.iter(task, **_using(options, model, for_run)) as run,
             ):
                 steps.begin(run)
+                ctx.conversation = run.ctx.state.message_history  # live: forks of ended steps
                 async for node in run:
                     if Agent.is_model_request_node(node):
                         pending = node.request
@@ -236,6 +288,7 @@ class PydanticAISource(Source):
                 messages = _continuable(run.all_messages(), pending, failed and handler is None)
                 ctx.keep_history(messages)
                 ctx.messages = chat_messages(messages)
+                ctx.conversation = messages
 
 
 def _using(options: dict[str, Any], model: Any, for_run: Any) -> dict[str, Any]:

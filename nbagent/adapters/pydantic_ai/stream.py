@@ -134,6 +134,8 @@ class Steps:
         if self.limits is not None:  # a request the limits forbid is never a step (pydantic-ai's own check)
             self.limits.check_before_request(run.usage)
         self._open(None)
+        # The step's request is sent with the messages so far: a fork at this step sends those.
+        self.ctx.fork_point(len(run.ctx.state.message_history) + 1)
         if self.handler is None and not streams_as_agent_run(run.ctx.deps.model, self.limits):
             return  # ``model.request`` runs when the loop advances; the reply comes with the next node
         from pydantic_ai.exceptions import UsageLimitExceeded

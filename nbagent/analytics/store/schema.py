@@ -30,11 +30,11 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from nbagent.records import RunRecord, StepRecord, ToolCallRecord
+from nbagent.records import RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -61,7 +61,10 @@ CREATE TABLE runs (
     tags TEXT,
     metadata TEXT,
     model_params TEXT,
-    messages TEXT
+    messages TEXT,
+    forked_from_run_id TEXT,
+    forked_at_step INTEGER,
+    fork_data TEXT
 );
 CREATE INDEX runs_by_start ON runs (started_at);
 CREATE TABLE steps (
@@ -80,6 +83,7 @@ CREATE TABLE steps (
     interrupted INTEGER NOT NULL,
     retries INTEGER NOT NULL DEFAULT 0,
     model_ended_at TEXT,
+    fork_point TEXT,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE tool_calls (
@@ -98,6 +102,8 @@ CREATE TABLE tool_calls (
     error TEXT,
     approval TEXT,
     approval_wait_s REAL,
+    progress TEXT,
+    logs TEXT,
     PRIMARY KEY (run_id, step, seq)
 ) WITHOUT ROWID;
 """
@@ -132,6 +138,19 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE steps ADD COLUMN model_ended_at TEXT;
         ALTER TABLE tool_calls ADD COLUMN approval TEXT;
         ALTER TABLE tool_calls ADD COLUMN approval_wait_s REAL;
+    """,
+    # Version 4 did not keep a tool call's last progress nor its server's log lines.
+    4: """
+        ALTER TABLE tool_calls ADD COLUMN progress TEXT;
+        ALTER TABLE tool_calls ADD COLUMN logs TEXT;
+    """,
+    # Version 5 could not fork a run: it kept neither which run a run forks, nor the history
+    # (the source's own, as JSON) and each step's place in it that a fork starts from.
+    5: """
+        ALTER TABLE runs ADD COLUMN forked_from_run_id TEXT;
+        ALTER TABLE runs ADD COLUMN forked_at_step INTEGER;
+        ALTER TABLE runs ADD COLUMN fork_data TEXT;
+        ALTER TABLE steps ADD COLUMN fork_point TEXT;
     """,
 }
 """``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
@@ -239,6 +258,11 @@ def iso(at: datetime | None) -> str | None:
     return at.isoformat(timespec="microseconds")
 
 
+def _fork_data(value: Any) -> dict[str, Any] | None:
+    """A stored ``fork_data``: a dict, or ``None`` for anything else (a damaged row)."""
+    return value if isinstance(value, dict) else None
+
+
 def _time(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
@@ -276,6 +300,9 @@ def run_row(record: RunRecord, writer: Writer | None) -> tuple[Any, ...]:
         to_json(record.metadata or {}),
         to_json(record.model_params or {}),
         to_json(record.messages),
+        record.forked_from_run_id,
+        record.forked_at_step,
+        to_json(record.fork_data),
     )
 
 
@@ -296,6 +323,7 @@ def step_row(run_id: str, step: StepRecord) -> tuple[Any, ...]:
         int(step.interrupted),
         step.retries,
         iso(step.model_ended_at),
+        to_json(step.fork_point),
     )
 
 
@@ -316,7 +344,38 @@ def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[An
         call.error,
         call.approval,
         call.approval_wait_s,
+        _progress_json(call.progress),
+        to_json({"lines": call.logs, "dropped": call.logs_dropped}) if call.logs else None,
     )
+
+
+def _progress_json(progress: ToolProgress | None) -> str | None:
+    if progress is None:
+        return None
+    return to_json({"progress": progress.progress, "total": progress.total, "message": progress.message})
+
+
+def _progress_of(text: Any) -> ToolProgress | None:
+    """A ``progress`` column back as a ``ToolProgress`` (``None`` for anything else: a foreign
+    writer's or a damaged row must not fail the read)."""
+    value = from_json(text)
+    if not isinstance(value, dict):
+        return None
+    amount, total, message = value.get("progress"), value.get("total"), value.get("message")
+    if not isinstance(amount, (int, float)) or isinstance(amount, bool):
+        return None
+    total = float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+    return ToolProgress(float(amount), total, message if isinstance(message, str) else None)
+
+
+def _logs_of(text: Any) -> tuple[list[str], int]:
+    """A ``logs`` column back as the kept lines and the count of those dropped."""
+    value = from_json(text)
+    if not isinstance(value, dict):
+        return [], 0
+    lines, dropped = value.get("lines"), value.get("dropped")
+    lines = [line for line in lines if isinstance(line, str)] if isinstance(lines, list) else []
+    return lines, dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0
 
 
 def _scrubbed(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -382,6 +441,9 @@ def read_records(
             metadata=metadata if isinstance(metadata, dict) else {},
             model_params=model_params if isinstance(model_params, dict) else {},
             messages=from_json(row[23]),
+            forked_from_run_id=row[24],
+            forked_at_step=row[25],
+            fork_data=_fork_data(from_json(row[26])),
         )
         if record.status == "running" and ended_unseen(record.run_id, (row[12], row[13], row[14])):
             record.status, record.error = "unfinished", UNFINISHED_ERROR
@@ -406,6 +468,7 @@ def read_records(
             interrupted=bool(row[12]),
             retries=row[13],
             model_ended_at=_time(row[14]),
+            fork_point=from_json(row[15]),
         )
         run.steps.append(step)
         steps[(row[0], row[1])] = step
@@ -414,6 +477,7 @@ def read_records(
         owner = steps.get((row[0], row[1]))
         if owner is None:
             continue
+        logs, dropped = _logs_of(row[16])
         owner.tool_calls.append(
             ToolCallRecord(
                 call_id=row[3],
@@ -428,6 +492,9 @@ def read_records(
                 end_s=row[9],
                 approval=row[13],
                 approval_wait_s=row[14],
+                progress=_progress_of(row[15]),
+                logs=logs,
+                logs_dropped=dropped,
             )
         )
     return list(runs.values())

@@ -111,6 +111,8 @@ class RunWriter(Sink):
                 return
             if kind is ev.Usage or kind is ev.Retrying:
                 return  # folded in memory; written with the step
+            if kind is ev.ToolCallProgress or kind is ev.ToolCallLog:
+                return  # folded in memory; written with the call when it ends
             changed = self._changed(event)
             self._dirty.update(changed)
             if kind is ev.RunStarted:
