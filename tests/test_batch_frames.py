@@ -41,6 +41,8 @@ FRAME_DTYPES = {
     "error_type": "string",
     "parent_run_id": "string",
     "continues_run_id": "string",
+    "forked_from_run_id": "string",
+    "forked_at_step": "Int64",
     "tags": "object",
     "metadata": "string",
     "model_params": "string",
