@@ -77,10 +77,15 @@ def test_one_of_several_results_of_a_step_is_replaced_in_their_joined_observatio
     model, calls = Recording([Turn(tool_calls=[("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})]),
                               answer("6")]), []  # fmt: skip
     record = nbagent.run(make_agent(model, calls), "Add.", display=False)
-    assert record.status == "success" and [c.call_id for c in record.steps[0].tool_calls] == ["1:call_1", "1:call_2"]
+    assert record.status == "success" and [c.call_id for c in record.steps[0].tool_calls] == [
+        "1:call_1",
+        "1:call_2",
+    ]
     assert model.requests[1][-1]["content"][0]["text"] == "Observation:\n2\n4"
     other = Recording([answer("x")])
-    nbagent.fork(record, 2, agent=make_agent(other, []), tool_results={"1:call_2": 40}, display=False).wait(20)
+    nbagent.fork(record, 2, agent=make_agent(other, []), tool_results={"1:call_2": 40}, display=False).wait(
+        20
+    )
     assert other.requests[0][:-1] == model.requests[1][:-1]
     assert other.requests[0][-1]["content"][0]["text"] == "Observation:\n2\n40"
 
@@ -111,7 +116,9 @@ print(json.dumps({{"refused": refused, "status": fork.status, "output": fork.out
 
 def test_a_native_agent_is_refused_for_a_smolagents_run():
     _agent, _model, _calls, record = original()
-    with pytest.raises(nbagent.errors.ForkError, match="is a smolagents run: agent= must be a smolagents agent"):
+    with pytest.raises(
+        nbagent.errors.ForkError, match="is a smolagents run: agent= must be a smolagents agent"
+    ):
         nbagent.fork(record, 3, agent=nbagent.demo_agent(), display=False)
 
 
