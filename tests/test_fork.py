@@ -290,12 +290,18 @@ print(json.dumps({{"refused": refused, "status": fork.status, "calls": counter.c
     assert out["forked_from"] == made.record.run_id and len(made.model.requests) == 5
 
 
-@pytest.mark.needs("smolagents")
 def test_a_source_without_fork_input_is_refused_clearly_at_the_call():
-    from smolagents import ToolCallingAgent
-    from smolagents_fakes import ScriptedSmolModel, answer
+    from nbagent.runtime.source import Source
 
-    agent = ToolCallingAgent(tools=[], model=ScriptedSmolModel([answer("done")]))
+    class Plain(Source):
+        """A source that implements no fork hook (every framework's source does now)."""
+
+        async def drive(self, task, ctx, reset=True):
+            ctx.start_step("final")
+            ctx.finish_step(model_output="done", kind="final")
+            return "done"
+
+    agent = Plain()  # alive: the fork's default agent
     record = nbagent.run(agent, "go", display=False)
     assert record.status == "success"
     with pytest.raises(ForkError, match=r"cannot be forked: its source .* does not implement fork_input"):

@@ -3,7 +3,8 @@
 Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
 Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget; after
 each end state a ``reset=False`` run continues the same agent; every record keeps the same
-invariants. A source that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
+invariants; a fork at step 2 makes no call of step 1 again and sends step 2's request. A source
+that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
 so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
 """
 
@@ -175,3 +176,27 @@ def test_a_step_budget_ends_the_run_limit_max_steps(harness):
     assert len(record.steps) == 2
     assert [str(c.result) for s in record.steps for c in s.tool_calls] == ["3", "3"]
     continues(agent, record)
+
+
+def test_a_fork_at_step_2_sends_step_2s_request_and_makes_no_call_of_step_1_again(harness):
+    first = Reply("Adding.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(first, Reply("More.", call=("add", {"a": 3, "b": 4})), Reply("done")))
+    record = nbagent.run(agent, "add twice", display=False)
+    holds_invariants(record)
+    assert record.status == "success" and len(record.steps) == 3, record.error
+    before = record.to_dict() if hasattr(record, "to_dict") else repr(record)
+    assert len(harness.requests()) == 3 and harness.added == [(1, 2), (3, 4)]
+    fork = nbagent.fork(record, at_step=2, display=False).wait(timeout=30)  # the original's agent
+    assert fork.status == "success" and fork.output, fork.error
+    assert (fork.forked_from_run_id, fork.forked_at_step) == (record.run_id, 2)
+    assert [s.number for s in fork.steps] == [2]
+    assert not [c for c in fork.steps[0].tool_calls if c.tool == "add"]
+    # one model call (step 2 again, answered "continued and done"), no tool call of step 1 again
+    requests = harness.requests()
+    assert len(requests) == 4 and harness.added == [(1, 2), (3, 4)]
+    assert requests[3] == requests[1]
+    assert requests[3] != requests[2]  # the comparison can tell one request from another
+    # The original is as it was: its record, and its history (a second fork sends the same).
+    assert (record.to_dict() if hasattr(record, "to_dict") else repr(record)) == before
+    again = nbagent.fork(record, at_step=2, display=False).wait(timeout=30)
+    assert again.status == "success" and harness.requests()[4] == requests[1]

@@ -47,9 +47,10 @@ import copy
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
+from nbagent.adapters.adk.fork import AdkFork, events_json, fork_events, fork_message, fork_session
 from nbagent.adapters.adk.records import final_text, require_adk, text_of
 from nbagent.adapters.adk.session import chat_messages, find_session, seal
 from nbagent.adapters.adk.stream import Translator
@@ -58,6 +59,9 @@ from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, descri
 from nbagent.runtime.identity_map import IdentityMap
 from nbagent.runtime.source import Source
 from nbagent.text import safe_text
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 STOP_GRACE_S = 5.0
 """How long a Stop waits for ADK to unwind and seal the session before the run ends anyway."""
@@ -161,6 +165,17 @@ class AdkSource(Source):
     def __repr__(self) -> str:
         return f"AdkSource({self.name})"
 
+    framework = "adk"
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The session's events as ADK's JSON (``adk.fork``)."""
+        return events_json(conversation)
+
+    def fork_input(self, origin: ForkOrigin) -> AdkFork:
+        """Copies of the session's events up to step ``at_step``'s request, edited; ``drive``
+        puts them in a new session and runs on from them (``adk.fork``)."""
+        return fork_events(origin)
+
     @property
     def model_name(self) -> str:
         for agent in _llm_agents(self.root):
@@ -260,7 +275,11 @@ class AdkSource(Source):
         self.check_run({"runner": runner, "session_id": session_id}, reset)
         home = self._home(runner)
         runner = home.runner
-        if session_id is not None:
+        if ctx.fork is not None:  # a new session holding the original's events up to step k
+            user_id = user_id or DEFAULT_USER
+            session = await fork_session(runner, user_id, state, ctx.fork.input)
+            session_id = session.id
+        elif session_id is not None:
             user_id = user_id or DEFAULT_USER
             session = await find_session(runner, user_id, session_id)
         elif not reset:
@@ -284,7 +303,7 @@ class AdkSource(Source):
         mine = copy.copy(runner)
         mine.plugin_manager = _plugins_with(runner.plugin_manager, watcher)
         config = _run_config(run_config)
-        message = _message(task)
+        message = _message(task) if ctx.fork is None else fork_message(ctx.fork.input)
 
         deciding = ctx.shown or ctx.approvals.policy not in (None, False)
 
@@ -361,6 +380,7 @@ class AdkSource(Source):
             app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         events = list(session.events[since:]) if session is not None else []
+        ctx.conversation = list(session.events) if session is not None else None
         ctx.messages = chat_messages(list(session.events)) if session is not None else None
         if stopped:
             return

@@ -375,6 +375,15 @@ def _over_llm_calls(callback_context: Any) -> bool:
     return isinstance(made, int) and isinstance(limit, int) and 0 < limit <= made
 
 
+def mark_fork_point(ctx: RunContext, callback_context: Any) -> None:
+    """The request is made of the session's events so far: a fork at this step starts from them
+    (``adk.fork``). The session's live list is the run's history until the run ends."""
+    events = getattr(getattr(callback_context, "session", None), "events", None)
+    if isinstance(events, list):
+        ctx.conversation = events
+        ctx.fork_point(len(events))
+
+
 def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
     """nbagent's ADK plugin for one run (see the module): it only watches, and returns None from
     every callback, so ADK goes on to the runner's own plugins and the agents' callbacks."""
@@ -409,6 +418,7 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
                 await asyncio.Event().wait()  # cancelled as the run unwinds
             if not _over_llm_calls(callback_context):
                 translator.model_called(callback_context.agent_name, prompt_estimate(llm_request))
+                mark_fork_point(ctx, callback_context)
             return None
 
         async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> Any:
