@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from conftest import wait_until
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain.agents.structured_output import ToolStrategy
@@ -27,6 +26,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, Send, interrupt
 from langgraph_fakes import NonStreamingChatModel, ScriptedChatModel, reply
 from pydantic import BaseModel
+from support import wait_until
 from typing_extensions import TypedDict
 
 from nbagent.guardrails.approvals import denial_observation

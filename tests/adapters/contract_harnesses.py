@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-HANG_S = 3600.0
+from support import HANG_S
+
 """A held reply or a closed gate waits this long: only a Stop (or the test's end) ends it."""
 
 

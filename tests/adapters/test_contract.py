@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import pytest
-from conftest import wait_until
 from contract_harnesses import HARNESSES, Harness, Reply
+from support import wait_until
 
 import nbagent
 from nbagent import events as ev
@@ -24,8 +24,7 @@ from nbagent.adapters import as_source
 from nbagent.records import RunRecord
 from nbagent.runtime.source import Source
 
-GAPS: dict[tuple[str, str], str] = {
-}
+GAPS: dict[tuple[str, str], str] = {}
 """(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
 
 SOMETIMES: dict[tuple[str, str], str] = {}
