@@ -18,8 +18,7 @@ from typing import Any
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
-
-HANG_S = 3600.0
+from support import HANG_S
 
 
 @dataclass

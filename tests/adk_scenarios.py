@@ -1,4 +1,4 @@
-"""Google ADK scenarios for tests/test_adk_compat.py, in the style of ADK's own flow, agent and
+"""Google ADK scenarios for tests/adapters/adk/test_adk_compat.py, in the style of ADK's own flow, agent and
 runner tests (``tests/unittests/flows/llm_flows/``, ``tests/unittests/agents/``,
 ``tests/unittests/test_runners.py`` in google/adk-python): the function-call flow (one call,
 calls in parallel, calls over turns, long-running tools), agent transfer, workflow agents,

@@ -130,6 +130,13 @@ def test_late_and_broken_reports_change_nothing() -> None:
     assert call.progress == ToolProgress(3.0, None, None) and call.logs == []
 
 
+FORK_COLUMNS = [
+    ("runs", "forked_from_run_id"), ("runs", "forked_at_step"), ("runs", "fork_data"),
+    ("steps", "fork_point"),
+]  # fmt: skip
+"""What version 5 added (``MIGRATIONS[5]``)."""
+
+
 def test_the_store_keeps_progress_and_logs_and_migrates_a_version_4_store(tmp_path) -> None:
     path = tmp_path / "runs.db"
     store = RunStore(path)
@@ -141,14 +148,16 @@ def test_the_store_keeps_progress_and_logs_and_migrates_a_version_4_store(tmp_pa
         first.tool_calls[0].logs_dropped,
     )
     store.close()
-    with sqlite3.connect(path) as conn:  # the file as version 4 wrote it
+    with sqlite3.connect(path) as conn:  # the file as version 4 wrote it (before progress and forks)
         conn.execute("ALTER TABLE tool_calls DROP COLUMN progress")
         conn.execute("ALTER TABLE tool_calls DROP COLUMN logs")
+        for table, column in FORK_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         conn.execute("PRAGMA user_version = 4")
     old = RunStore(path, readonly=True).record(first.run_id).tool_calls[0]
     assert (old.progress, old.logs, old.logs_dropped) == (None, [], 0)
     migrated = RunStore(path)
-    assert migrated.schema_version == SCHEMA_VERSION == 5
+    assert migrated.schema_version == SCHEMA_VERSION == 6
     second = crunched(store=migrated)
     assert migrated.record(second.run_id).tool_calls[0].progress == second.tool_calls[0].progress
     assert SECRET not in path.read_bytes().decode("utf-8", "replace")

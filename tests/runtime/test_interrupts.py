@@ -269,3 +269,25 @@ def test_a_blocking_wait_off_the_main_thread_or_outside_a_kernel_changes_nothing
     assert True not in changes  # neither disabled nor a notice: a click would still work here
     run.interrupt()
     run.wait(timeout=30)
+
+
+def test_a_ctrl_c_that_lands_as_the_views_say_blocking_still_stops_the_run(monkeypatch):
+    """The views say "this cell is blocking" before the wait's own Ctrl-C handling begins: a
+    Ctrl-C pressed the moment the notice shows lands in between, and must stop the run all the
+    same (``StoppedByKeyboard`` after the record), never leave it running behind a bare
+    ``KeyboardInterrupt``."""
+    import contextlib
+
+    from nbagent.runtime import waiting
+
+    @contextlib.contextmanager
+    def notice_then_ctrl_c(run, sinks=None):
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(waiting, "blocking_wait", notice_then_ctrl_c)
+    run = nbagent.start(nbagent.Agent(ScriptedModel(["a long answer " * 200], tokens_per_s=50)), "go")
+    with pytest.raises(StoppedByKeyboard) as stopped:
+        run.wait(timeout=30)
+    assert stopped.value.record.status == "interrupted"
+    assert stopped.value.record.stop_reason == "keyboard"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import wait_until
+from support import wait_until
 
 import nbagent
 
