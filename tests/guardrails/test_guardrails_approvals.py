@@ -121,6 +121,29 @@ def test_two_calls_of_one_step_are_pending_together():
     assert by_id["plain"].approval is None
 
 
+def test_a_pending_item_takes_its_own_decision_and_run_edit_is_deprecated():
+    """Each item of ``run.pending_approvals`` decides itself (``approve()``, ``deny(reason)``);
+    the verbs only a LangGraph interrupt takes (``edit``, ``resume``) live there too, and the old
+    ``run.edit`` / ``run.resume`` say where they went."""
+    calls = [
+        ToolCall("send_email", {"to": "a@example.com", "body": "1"}, id="m1"),
+        ToolCall("send_email", {"to": "b@example.com", "body": "2"}, id="m2"),
+    ]
+    run = nbagent.start(nbagent.Agent(fast_model([calls, "done"]), tools=[send_email]), "mail twice")
+    wait_until(lambda: len(run.pending_approvals) == 2)
+    first, second = run.pending_approvals
+    with pytest.raises(ValueError, match="no single pending interrupt"):
+        first.edit({"to": "c@example.com"})  # a plain tool call is no interrupt review
+    with pytest.warns(DeprecationWarning, match=r"pending_approvals\[i\]\.edit"), pytest.raises(ValueError):
+        run.edit("m1", {"to": "c@example.com"})
+    assert second.deny("only one") and first.approve()
+    assert not first.approve()  # the first decision counts
+    record = run.wait(timeout=20)
+    by_id = {c.call_id: c for c in record.tool_calls}
+    assert SENT == ["a@example.com"]
+    assert (by_id["m1"].status, by_id["m2"].status, by_id["m2"].error) == ("ok", "denied", "only one")
+
+
 def test_a_predicate_on_the_run_or_the_agent_decides_which_calls_wait():
     seen: list[ApprovalCall] = []
 

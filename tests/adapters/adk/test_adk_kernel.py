@@ -9,7 +9,7 @@ next turn with the user's own ``runner.run_async`` on the kernel's loop, and wit
 from __future__ import annotations
 
 import pytest
-from kernel_support import KernelDriver, html_text
+from kernel_support import KernelDriver
 
 pytestmark = [pytest.mark.needs("adk"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
@@ -52,12 +52,7 @@ def test_stop_button_stops_an_adk_run_mid_sync_tool_and_the_session_goes_on(tmp_
         kernel.execute(ADK_SETUP)
         view = kernel.execute("run = nbagent.start(runner, 'Find Rome.')").widget_view()
         kernel.execute("while not run.record.tool_calls:\n    await asyncio.sleep(0.01)")
-        stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
-        kernel.click(stop)
-        kernel.wait_for(
-            lambda: "■ interrupted" in html_text(kernel.widgets.text_under(view)),
-            what="the view to say interrupted",
-        )
+        kernel.click_stop(view)
         out = kernel.execute(
             "record = await run\n"
             "step = record.steps[0]\n"

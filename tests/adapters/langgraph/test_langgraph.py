@@ -176,9 +176,9 @@ def test_a_text_interrupt_is_answered_from_code_in_the_same_run() -> None:
     wait_until(lambda: run.pending_approvals, timeout=20)
     [pending] = run.pending_approvals
     assert pending.arguments == {"question": "name?"} and pending.form == {"kind": "text"}
-    with pytest.raises(ValueError, match=r"run\.resume"):
-        run.edit(pending.call_id, {})
-    assert run.resume("Ada")
+    with pytest.raises(ValueError, match=r"\.resume\(value\)"):
+        pending.edit({})
+    assert pending.resume("Ada")
     record = run.wait(timeout=20)
     assert record.status == "success" and record.output["log"] == ["asked", "got Ada"]
     assert not record.tool_calls  # a question is a node line, not a tool call

@@ -111,12 +111,12 @@ def test_an_interrupt_without_a_checkpointer_ends_the_run_as_ainvoke_does() -> N
 def test_approve_and_deny_refuse_a_question_that_asks_for_an_answer() -> None:
     run = nbagent.start(_ask_graph(), {"question": "name?"}, display=False, config=_config("q"))
     wait_until(lambda: run.pending_approvals, timeout=20)
-    call_id = run.pending_approvals[0].call_id
-    with pytest.raises(ValueError, match=r"run\.resume"):
-        run.approve(call_id)
-    with pytest.raises(ValueError, match=r"run\.resume"):
-        run.deny(call_id, "no")
-    assert run.resume("Ada", call_id)
+    [pending] = run.pending_approvals
+    with pytest.raises(ValueError, match=r"\.resume\(value\)"):
+        run.approve(pending.call_id)
+    with pytest.raises(ValueError, match=r"\.resume\(value\)"):
+        pending.deny("no")
+    assert pending.resume("Ada")
     assert run.wait(timeout=20).output["log"] == ["asked", "got Ada"]
 
 

@@ -214,7 +214,7 @@ def test_an_edited_approval_records_the_arguments_the_tool_ran_with() -> None:
     )
     run = nbagent.start(build(), "weather", display=False, config=_config("e1"))
     wait_until(lambda: run.pending_approvals, timeout=20)
-    run.edit(run.pending_approvals[0].call_id, {"city": "Lima"})
+    run.pending_approvals[0].edit({"city": "Lima"})
     [call] = run.wait(timeout=20).tool_calls
     assert (call.arguments, call.approval) == ({"city": "Lima"}, "approved")
     assert call.result.endswith("sunny in Lima")
@@ -287,7 +287,7 @@ def test_several_pending_interrupts_are_answered_together() -> None:
     run = nbagent.start(graph, {"answers": []}, display=False, config=_config("m1"))
     wait_until(lambda: len(run.pending_approvals) == 2, timeout=20)
     for pending in run.pending_approvals:
-        run.resume(pending.arguments.rstrip("?"), pending.call_id)
+        pending.resume(pending.arguments.rstrip("?"))
     record = run.wait(timeout=20)
     assert record.status == "success" and sorted(record.output["answers"]) == ["left left", "right right"]
     questions = sorted(n.output for s in record.steps for n in s.nodes if n.name == "interrupt")

@@ -9,7 +9,7 @@ keeps the turn's usage and the cancelled call, and the same agent continues.
 from __future__ import annotations
 
 import pytest
-from kernel_support import KernelDriver, html_text
+from kernel_support import KernelDriver
 
 pytestmark = [pytest.mark.needs("openai-agents"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
@@ -36,22 +36,12 @@ agent = Agent(name="finder", model=model, tools=[lookup])
 """
 
 
-def click_stop_and_wait(kernel: KernelDriver, view: str) -> None:
-    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
-    kernel.click(stop)
-    kernel.wait_for(
-        lambda: "■ interrupted" in html_text(kernel.widgets.text_under(view)),
-        what="the view to say interrupted",
-    )
-    kernel.wait_for(lambda: kernel.widgets.states[stop]["disabled"] is True, what="Stop to be disabled")
-
-
 def test_stop_button_stops_an_openai_agents_run_mid_tool(tmp_path) -> None:
     with KernelDriver.start(cwd=str(tmp_path)) as kernel:
         kernel.execute(SDK_SETUP)
         view = kernel.execute("run = nbagent.start(agent, 'Find Rome.')").widget_view()
         kernel.execute("while not run.record.tool_calls:\n    await asyncio.sleep(0.01)")
-        click_stop_and_wait(kernel, view)
+        kernel.click_stop(view)
         out = kernel.execute(
             "record = await run\n"
             "step = record.steps[0]\n"

@@ -9,7 +9,7 @@ interrupted, the record keeps the finished step and the cut text, and the same a
 from __future__ import annotations
 
 import pytest
-from kernel_support import KernelDriver, html_text
+from kernel_support import KernelDriver
 
 pytestmark = [pytest.mark.needs("pydantic-ai"), pytest.mark.kernel, pytest.mark.timeout(180)]
 
@@ -38,22 +38,12 @@ def add(a: int, b: int) -> int:
 """
 
 
-def click_stop_and_wait(kernel: KernelDriver, view: str) -> None:
-    stop = kernel.widgets.find_under(view, "ButtonModel", description="Stop")
-    kernel.click(stop)
-    kernel.wait_for(
-        lambda: "■ interrupted" in html_text(kernel.widgets.text_under(view)),
-        what="the view to say interrupted",
-    )
-    kernel.wait_for(lambda: kernel.widgets.states[stop]["disabled"] is True, what="Stop to be disabled")
-
-
 def test_stop_button_stops_a_pydantic_ai_run_mid_reply(tmp_path) -> None:
     with KernelDriver.start(cwd=str(tmp_path)) as kernel:
         kernel.execute(PYDANTIC_SETUP)
         view = kernel.execute("run = nbagent.start(agent, 'What is 1 + 2?')").widget_view()
         kernel.execute("while run.live_text(2) != 'The answer ':\n    await asyncio.sleep(0.01)")
-        click_stop_and_wait(kernel, view)
+        kernel.click_stop(view)
         out = (
             kernel.execute(
                 "record = await run\n"
