@@ -1,8 +1,9 @@
 """The source contract (``nbagent.runtime.source``, docs/adapters.md), held against every source.
 
 Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
-Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget; after
-each end state a ``reset=False`` run continues the same agent; every record keeps the same
+Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget, a tool
+call budget (the call over it never runs), approvals (held for a person, or refused at start);
+after each end state a ``reset=False`` run continues the same agent; every record keeps the same
 invariants; a fork at step 2 makes no call of step 1 again and sends step 2's request. A source
 that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
 so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
@@ -199,3 +200,38 @@ def test_a_fork_at_step_2_sends_step_2s_request_and_makes_no_call_of_step_1_agai
     assert (record.to_dict() if hasattr(record, "to_dict") else repr(record)) == before
     again = nbagent.fork(record, at_step=2, display=False).wait(timeout=30)
     assert again.status == "success" and harness.requests()[4] == requests[1]
+
+
+def test_a_call_budget_ends_the_run_before_the_call_over_it_runs(harness):
+    adding = Reply("Adding.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(adding, adding))
+    record = nbagent.run(agent, "add twice", display=False, limits=nbagent.Limits(max_tool_calls=1))
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("limit", "max_tool_calls"), [
+        (s.number, s.kind, [(c.tool, c.status) for c in s.tool_calls]) for s in record.steps
+    ]
+    assert harness.added == [(1, 2)], "the call over the budget ran"
+    continues(agent, record)
+
+
+def test_approve_holds_a_call_for_a_person_or_is_refused_at_start(harness):
+    """A source that can hold a call waits for the decision (here from code, as a click does);
+    one that cannot refuses ``approve=`` before anything runs, saying what its framework offers."""
+    agent = harness.make(script(Reply("Adding.", call=("add", {"a": 1, "b": 2})), Reply("It is 3")))
+    if not as_source(agent).supports_approvals:
+        with pytest.raises(TypeError, match="approve="):
+            nbagent.start(agent, "add", display=False, approve={"add"})
+        assert harness.added == []
+        return
+    run = nbagent.start(agent, "add", display=False, approve={"add"}, approval_timeout_s=60)
+    wait_until(lambda: run.pending_approvals, timeout=30)
+    assert harness.added == [], "the call ran before its decision"
+    [pending] = run.pending_approvals
+    assert pending.tool == "add" and pending.approve()
+    record = run.wait(timeout=30)
+    holds_invariants(record)
+    assert record.status == "success", (record.status, record.error)
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "add"]
+    assert (call.status, call.approval, str(call.result)) == ("ok", "approved", "3")
+    assert harness.added == [(1, 2)]
+    continues(agent, record)
