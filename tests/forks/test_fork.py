@@ -187,7 +187,7 @@ def refusals(tmp_path):
         (lambda: nbagent.fork("nope", 2, agent=other(), store=store), "no run 'nope'"),
         (lambda: nbagent.fork(record, 0, agent=other(), store=store), "from 1 to 6 .* not 0"),
         (lambda: nbagent.fork(record, 7, agent=other(), store=store), "from 1 to 6 .* not 7"),
-        (lambda: nbagent.fork(record, 3, agent=Plain(), store=store), "is a nbagent run: agent= must be"),
+        (lambda: nbagent.fork(record, 3, agent=Plain(), store=store), "ran on nbagent: agent= must be"),
         (lambda: nbagent.fork(record, 3, agent=other(), tool_results={"c1": "x"}, store=store),
          "no call 'c1' in step 2 .* 'c2'"),
         (lambda: nbagent.fork(record, 1, agent=other(), tool_results={"c1": "x"}, store=store),

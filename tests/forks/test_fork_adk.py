@@ -110,5 +110,5 @@ print(json.dumps({{"refused": refused, "status": fork.status, "output": fork.out
 
 def test_a_native_agent_is_refused_for_an_adk_run():
     _agent, _calls, record, _result = original()
-    with pytest.raises(nbagent.errors.ForkError, match="is a adk run: agent= must be a adk agent"):
+    with pytest.raises(nbagent.errors.ForkError, match="ran on adk: agent= must be an agent of adk"):
         nbagent.fork(record, 3, agent=nbagent.demo_agent(), display=False)

@@ -97,6 +97,6 @@ print(json.dumps({{"refused": refused, "status": fork.status, "calls": calls, "r
 def test_a_native_agent_is_refused_for_a_pydantic_ai_run():
     _agent, _script, _calls, record = original()
     with pytest.raises(
-        nbagent.errors.ForkError, match="is a pydantic-ai run: agent= must be a pydantic-ai agent"
+        nbagent.errors.ForkError, match="ran on pydantic-ai: agent= must be an agent of pydantic-ai"
     ):
         nbagent.fork(record, 3, agent=nbagent.demo_agent(), display=False)

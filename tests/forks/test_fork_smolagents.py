@@ -117,7 +117,7 @@ print(json.dumps({{"refused": refused, "status": fork.status, "output": fork.out
 def test_a_native_agent_is_refused_for_a_smolagents_run():
     _agent, _model, _calls, record = original()
     with pytest.raises(
-        nbagent.errors.ForkError, match="is a smolagents run: agent= must be a smolagents agent"
+        nbagent.errors.ForkError, match="ran on smolagents: agent= must be an agent of smolagents"
     ):
         nbagent.fork(record, 3, agent=nbagent.demo_agent(), display=False)
 
