@@ -8,12 +8,11 @@ shows ``browse()``; every number cell of the table must read right-aligned.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS
-from test_browser_e2e import Lab
+from support import CHROMIUM
+from test_browser_e2e import Lab, open_notebook, write_notebook
 from test_browser_e2e import lab as lab  # the JupyterLab server fixture
 
 pytestmark = [
@@ -50,38 +49,16 @@ ALIGNMENT = """(table) => {
 
 
 def test_browse_right_aligns_numbers_even_where_a_count_is_unknown(lab: Lab, tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    cell = {
-        "cell_type": "code",
-        "metadata": {},
-        "execution_count": None,
-        "outputs": [],
-        "source": RUNS,
-        "id": "c0",
-    }
-    metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    }
-    (lab.root / NOTEBOOK).write_text(
-        json.dumps({"cells": [cell], "metadata": metadata, "nbformat": 4, "nbformat_minor": 5})
-    )
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900}, device_scale_factor=1)
-            page.goto(f"{lab.url}/doc/tree/{NOTEBOOK}?token={lab.token}")
-            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=90_000)
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            cells.nth(0).locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Shift+Enter")
-            output = cells.nth(0).locator(".jp-OutputArea")
-            expect(output).to_contain_text("TOKENS True None", timeout=90_000)
-            table = output.locator(".itables_anywidget table.dataTable")
-            expect(table.locator("tbody tr")).to_have_count(2, timeout=90_000)
-            cells_seen = table.evaluate(ALIGNMENT)
-            assert any(text == "?" for row in cells_seen for text, _ in row), cells_seen
-            assert all(align == "right" for row in cells_seen for _, align in row), cells_seen
-        finally:
-            browser.close()
+    write_notebook(lab.root / NOTEBOOK, [RUNS])
+    with open_notebook(lab, NOTEBOOK, 1300, 900) as (page, cells):
+        cells.nth(0).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        output = cells.nth(0).locator(".jp-OutputArea")
+        expect(output).to_contain_text("TOKENS True None", timeout=90_000)
+        table = output.locator(".itables_anywidget table.dataTable")
+        expect(table.locator("tbody tr")).to_have_count(2, timeout=90_000)
+        cells_seen = table.evaluate(ALIGNMENT)
+        assert any(text == "?" for row in cells_seen for text, _ in row), cells_seen
+        assert all(align == "right" for row in cells_seen for _, align in row), cells_seen

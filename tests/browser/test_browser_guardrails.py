@@ -9,12 +9,11 @@ budget) go to the test's temporary directory and, when ``NBAGENT_SCREENSHOT_DIR`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS
-from test_browser_e2e import Lab, _save
+from support import CHROMIUM
+from test_browser_e2e import Lab, _save, open_notebook, write_notebook
 from test_browser_e2e import lab as lab  # the JupyterLab server fixture
 
 pytestmark = [
@@ -58,74 +57,45 @@ limits = Limits(max_output_tokens=600, max_seconds=120)
 budgeted = nbagent.start(chatty, "Tell me everything.", limits=limits)"""
 
 
-def _notebook(root: Path) -> None:
-    cells = [
-        {
-            "cell_type": "code",
-            "metadata": {},
-            "execution_count": None,
-            "outputs": [],
-            "source": source,
-            "id": f"c{i}",
-        }
-        for i, source in enumerate([APPROVALS, CHECK, BUDGET])
-    ]
-    metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    }
-    (root / NOTEBOOK).write_text(
-        json.dumps({"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5})
-    )
-
-
 def test_approve_and_deny_clicks_in_jupyterlab_and_a_run_stopped_by_a_budget(
     lab: Lab, tmp_path: Path
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    _notebook(lab.root)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1000, "height": 1100}, device_scale_factor=1)
-            page.goto(f"{lab.url}/doc/tree/{NOTEBOOK}?token={lab.token}")
-            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=90_000)
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            cells.nth(0).locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Shift+Enter")
+    write_notebook(lab.root / NOTEBOOK, [APPROVALS, CHECK, BUDGET])
+    with open_notebook(lab, NOTEBOOK, 1000, 1100) as (page, cells):
+        cells.nth(0).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
 
-            view = cells.nth(0).locator(".nbagent-run")
-            rows = view.locator(".nbagent-approval")
-            expect(rows).to_have_count(2, timeout=60_000)
-            expect(rows.nth(1)).to_contain_text("<b>Release!!!</b>")  # the arguments in full, as text
-            expect(view).to_contain_text("waiting for approval")
-            _save(cells.nth(0), "guardrails-pending-approval.png", tmp_path)
+        view = cells.nth(0).locator(".nbagent-run")
+        rows = view.locator(".nbagent-approval")
+        expect(rows).to_have_count(2, timeout=60_000)
+        expect(rows.nth(1)).to_contain_text("<b>Release!!!</b>")  # the arguments in full, as text
+        expect(view).to_contain_text("waiting for approval")
+        _save(cells.nth(0), "guardrails-pending-approval.png", tmp_path)
 
-            team = rows.filter(has_text="team@example.com")
-            everyone = rows.filter(has_text="everyone@example.com")
-            everyone.locator("input").fill("not to everyone")
-            team.locator("button.nbagent-approve").click()
-            everyone.locator("button.nbagent-deny").click()
-            expect(view).to_contain_text("✓ success", timeout=60_000)
-            expect(view).to_contain_text("denied: not to everyone")
+        team = rows.filter(has_text="team@example.com")
+        everyone = rows.filter(has_text="everyone@example.com")
+        everyone.locator("input").fill("not to everyone")
+        team.locator("button.nbagent-approve").click()
+        everyone.locator("button.nbagent-deny").click()
+        expect(view).to_contain_text("✓ success", timeout=60_000)
+        expect(view).to_contain_text("denied: not to everyone")
 
-            cells.nth(1).locator(".jp-InputArea-editor").click()  # the check cell
-            page.keyboard.press("Shift+Enter")
-            expect(cells.nth(1).locator(".jp-OutputArea-output")).to_contain_text(
-                "RESULT success ['team@example.com']", timeout=60_000
-            )
-            expect(cells.nth(1).locator(".jp-OutputArea-output")).to_contain_text(
-                "('mail-all', 'denied', 'not to everyone')"
-            )
+        cells.nth(1).locator(".jp-InputArea-editor").click()  # the check cell
+        page.keyboard.press("Shift+Enter")
+        expect(cells.nth(1).locator(".jp-OutputArea-output")).to_contain_text(
+            "RESULT success ['team@example.com']", timeout=60_000
+        )
+        expect(cells.nth(1).locator(".jp-OutputArea-output")).to_contain_text(
+            "('mail-all', 'denied', 'not to everyone')"
+        )
 
-            cells.nth(2).locator(".jp-InputArea-editor").click()  # the budget cell
-            page.keyboard.press("Shift+Enter")
-            budget_view = cells.nth(2).locator(".nbagent-run")
-            expect(budget_view.locator(".nbagent-meters")).to_contain_text("output tokens", timeout=60_000)
-            expect(budget_view).to_contain_text("■ limit", timeout=60_000)
-            expect(budget_view).to_contain_text("limit max_output_tokens reached")
-            cells.nth(1).click()
-            _save(cells.nth(2), "guardrails-stopped-by-budget.png", tmp_path)
-        finally:
-            browser.close()
+        cells.nth(2).locator(".jp-InputArea-editor").click()  # the budget cell
+        page.keyboard.press("Shift+Enter")
+        budget_view = cells.nth(2).locator(".nbagent-run")
+        expect(budget_view.locator(".nbagent-meters")).to_contain_text("output tokens", timeout=60_000)
+        expect(budget_view).to_contain_text("■ limit", timeout=60_000)
+        expect(budget_view).to_contain_text("limit max_output_tokens reached")
+        cells.nth(1).click()
+        _save(cells.nth(2), "guardrails-stopped-by-budget.png", tmp_path)
