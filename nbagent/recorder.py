@@ -328,6 +328,10 @@ class Recorder:
                 steps.append(copy)
             return replace(record, steps=steps)
 
+    def step(self, number: int) -> StepRecord | None:
+        """Step ``number`` of the record being built (on the loop thread, or within ``held``)."""
+        return self._steps.get(number)
+
     @contextmanager
     def held(self) -> Iterator[RunRecord | None]:
         """The record being built, held still: no event is applied until the block ends. For a

@@ -34,7 +34,7 @@ from nbagent.analytics.store.schema import (
     step_row,
 )
 from nbagent.recorder import Recorder
-from nbagent.records import RunRecord, StepRecord
+from nbagent.records import RunRecord
 from nbagent.runtime.source import Sink
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class RunWriter(Sink):
                     continue
                 rows.append((PUT_RUN, run_row(record, this_writer())))
                 continue
-            step = self._find_step(key[0])
+            step = self._recorder.step(key[0])
             if step is None:
                 continue
             if len(key) == 1:
@@ -320,12 +320,6 @@ class RunWriter(Sink):
                 live_run_ids.discard(run_id)
         self._store._writes_queued(run_id, -1)
 
-    def _find_step(self, number: int) -> StepRecord | None:
-        for step in reversed(self._record.steps):
-            if step.number == number:
-                return step
-        return None
-
     def _changed(self, event: ev.RunEvent) -> list[tuple[int, ...]]:
         """The rows ``event`` changed: () the run, (step,) a step, (step, seq) a tool call."""
         kind = type(event)
@@ -338,7 +332,7 @@ class RunWriter(Sink):
             self._open_steps.clear()
             self._open_calls.clear()
             return [*keys, ()]
-        step = self._find_step(event.step)
+        step = self._recorder.step(event.step)
         if step is None:
             return []
         if kind is ev.StepStarted or kind is ev.StepFinished:
