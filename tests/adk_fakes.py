@@ -18,8 +18,7 @@ from typing import Any
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
-
-HANG_S = 3600.0
+from support import HANG_S
 
 
 @dataclass
@@ -30,6 +29,12 @@ class Turn:
     think: bool = False
     raise_: BaseException | None = None
     usage: tuple[int, int] = (10, 5)
+    thoughts: int | None = None
+    cached: int | None = None
+    error_code: str | None = None
+    """A reply that is an error (``LlmResponse.error_code``), as a model API's refusal comes."""
+    respond: Any = None
+    """``respond(llm_request) -> str``: the reply's text, from what the model was sent."""
 
 
 class Script:
@@ -59,7 +64,11 @@ class ScriptedLlm(BaseLlm):
             await asyncio.sleep(HANG_S)
         if turn.raise_ is not None:
             raise turn.raise_
-        words = [w + " " for w in turn.text.split()]
+        if turn.error_code is not None:
+            yield LlmResponse(error_code=turn.error_code, error_message=turn.text or None)
+            return
+        text = turn.respond(llm_request) if turn.respond is not None else turn.text
+        words = [w + " " for w in text.split()]
         if stream or self.always_stream or turn.hold:
             for number, word in enumerate(words):
                 piece = types.Content(role="model", parts=[types.Part(text=word)])
@@ -70,7 +79,8 @@ class ScriptedLlm(BaseLlm):
         parts += [types.Part(function_call=types.FunctionCall(name=n, args=a)) for n, a in turn.calls]
         usage = types.GenerateContentResponseUsageMetadata(
             prompt_token_count=turn.usage[0], candidates_token_count=turn.usage[1],
-            total_token_count=sum(turn.usage),
+            total_token_count=sum(turn.usage), thoughts_token_count=turn.thoughts,
+            cached_content_token_count=turn.cached,
         )  # fmt: skip
         whole = types.Content(role="model", parts=parts)
         yield LlmResponse(content=whole, usage_metadata=usage, turn_complete=True)

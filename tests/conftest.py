@@ -1,52 +1,16 @@
-"""Shared test helpers: waiting on conditions (never fixed sleeps) and small agents."""
+"""Fixtures and collection hooks (the skip of a test whose extras are missing). What tests share
+besides is in ``support``."""
 
 from __future__ import annotations
 
 import ast
-import json
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from needs import missing_extras, skip_reason
+from needs import missing_extras, notebook_needs, skip_reason
 
 import nbagent
-from nbagent.models import ScriptedModel
-
-
-@nbagent.tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first.
-        b: the second.
-    """
-    return a + b
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 20.0, interval: float = 0.002) -> None:
-    """Poll ``condition`` until it is true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {condition}")
-        time.sleep(interval)
-
-
-def fast_model(turns, **options) -> ScriptedModel:
-    """A scripted model without delays."""
-    options.setdefault("tokens_per_s", 1e9)
-    options.setdefault("first_token_s", 0.0)
-    return ScriptedModel(turns, **options)
-
-
-def run_threads() -> set[threading.Thread]:
-    """Threads an nbagent run may own, besides the runner's own loop thread."""
-    return {t for t in threading.enumerate() if t.name.startswith("nbagent-") and t.name != "nbagent-loop"}
 
 
 @pytest.fixture
@@ -130,12 +94,6 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
     module = _NeedsExtra.from_parent(parent, path=Path(module_path))
     module.reason = skip_reason(Path(module_path).name, missing)
     return module
-
-
-def notebook_needs(path: Path) -> list[str]:
-    """The extras a notebook names in its metadata (``"nbagent": {"needs": [...]}``)."""
-    metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
-    return list(metadata.get("nbagent", {}).get("needs", []))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conftest import add, wait_until
+from support import add, wait_until
 
 import nbagent
 from nbagent.models import ScriptedModel, ToolCall

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from support import TESTS
+
 from nbagent.models import ScriptedModel, ToolCall
 
 
@@ -47,9 +49,8 @@ def fresh_process(code: str, timeout: float = 120.0) -> dict[str, Any]:
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    tests = Path(__file__).resolve().parent
+    tests = TESTS
     path = os.pathsep.join([str(tests.parent), str(tests), os.environ.get("PYTHONPATH", "")])
     result = subprocess.run(
         [sys.executable, "-c", code],

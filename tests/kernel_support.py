@@ -356,6 +356,18 @@ class KernelDriver:
         self.kc.shell_channel.send(msg)
         return sent
 
+    def click_stop(self, view: str) -> str:
+        """Click the Stop button of the run view ``view`` and wait until the view says the run was
+        interrupted and its Stop is disabled; returns the Stop button's model id."""
+        stop = self.widgets.find_under(view, "ButtonModel", description="Stop")
+        self.click(stop)
+        self.wait_for(
+            lambda: "■ interrupted" in html_text(self.widgets.text_under(view)),
+            what="the view to say interrupted",
+        )
+        self.wait_for(lambda: self.widgets.states[stop]["disabled"] is True, what="Stop to be disabled")
+        return stop
+
     def interrupt(self) -> None:
         """Jupyter's interrupt button: SIGINT to the kernel."""
         self.km.interrupt_kernel()

@@ -4,7 +4,7 @@ LangChain's ``tests/unit_tests/agents``): a scripted fake chat model, small tool
 
 Each scenario builds a fresh graph (its fake model keeps its place in the script) and lists the
 turns to run on one thread: an input, and for a graph that pauses on ``interrupt()`` how to answer
-it, both plainly (``Command(resume=...)``) and through nbagent (``run.resume`` / ``approve`` /
+it, both plainly (``Command(resume=...)``) and through nbagent (a pending item's ``resume`` / ``approve`` /
 ``deny`` / ``edit``)."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from conftest import wait_until
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain.agents.structured_output import ToolStrategy
@@ -27,6 +26,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, Send, interrupt
 from langgraph_fakes import NonStreamingChatModel, ScriptedChatModel, reply
 from pydantic import BaseModel
+from support import wait_until
 from typing_extensions import TypedDict
 
 from nbagent.guardrails.approvals import denial_observation
@@ -242,7 +242,7 @@ def interrupt_scenarios() -> dict[str, Scenario]:
                             ]
                         }
                     ],
-                    [lambda run: run.edit(_pending(run)[0], {"a": 5, "b": 5})],
+                    [lambda run: run.pending_approvals[0].edit({"a": 5, "b": 5})],
                 )
             ],
             edited={"call_add_0_": {"a": 5, "b": 5}},
@@ -262,7 +262,7 @@ def interrupt_scenarios() -> dict[str, Scenario]:
             ],
         ),
         "interrupt_text": Scenario(
-            _ask_graph, [Turn({"question": "name?"}, ["Ada"], [lambda run: run.resume("Ada")])]
+            _ask_graph, [Turn({"question": "name?"}, ["Ada"], [lambda run: _ask(run).resume("Ada")])]
         ),
         "interrupt_twice": Scenario(
             _ask_twice_graph,
@@ -270,14 +270,20 @@ def interrupt_scenarios() -> dict[str, Scenario]:
                 Turn(
                     {"question": "q"},
                     ["first", "second"],
-                    [lambda run: run.resume("first"), lambda run: run.resume("second")],
+                    [lambda run: _ask(run).resume("first"), lambda run: _ask(run).resume("second")],
                 )
             ],
         ),
         "interrupt_dict_answer": Scenario(
-            _ask_graph, [Turn({"question": "config?"}, [{"k": 1}], [lambda run: run.resume({"k": 1})])]
+            _ask_graph, [Turn({"question": "config?"}, [{"k": 1}], [lambda run: _ask(run).resume({"k": 1})])]
         ),
     }
+
+
+def _ask(run: Any) -> Any:
+    """The one interrupt pending (a question), to answer with its ``resume(value)``."""
+    [pending] = [p for p in run.pending_approvals if p.form is not None]
+    return pending
 
 
 def _pending(run: Any) -> list[str]:
@@ -499,7 +505,7 @@ def more_graph_scenarios() -> dict[str, Scenario]:
     both = [
         lambda run: (
             wait_until(lambda: len(run.pending_approvals) == 2, timeout=30),
-            [run.resume(p.arguments.rstrip("?"), p.call_id) for p in run.pending_approvals],
+            [p.resume(p.arguments.rstrip("?")) for p in run.pending_approvals],
         )
     ]
     return {
@@ -528,17 +534,18 @@ def more_graph_scenarios() -> dict[str, Scenario]:
         "retry_policy": Scenario(_retry_graph, [Turn({"topics": ["again"]})]),
         "interrupt_loop": Scenario(
             _interrupt_loop_graph,
-            [Turn({"topics": []}, ["a", "b", "c"], [lambda run, v=v: run.resume(v) for v in "abc"])],
+            [Turn({"topics": []}, ["a", "b", "c"], [lambda run, v=v: _ask(run).resume(v) for v in "abc"])],
         ),
         "interrupt_in_subgraph": Scenario(
-            _interrupt_subgraph_graph, [Turn({"topics": []}, ["inner"], [lambda run: run.resume("inner")])]
+            _interrupt_subgraph_graph,
+            [Turn({"topics": []}, ["inner"], [lambda run: _ask(run).resume("inner")])],
         ),
         "interrupts_in_parallel_nodes": Scenario(
             _parallel_interrupts_graph,
             [Turn({"topics": []}, [lambda r: {i.id: i.value.rstrip("?") for i in r["__interrupt__"]}], both)],
         ),
         "interrupt_functional": Scenario(
-            _interrupt_entrypoint, [Turn({"topics": ["f"]}, ["yes"], [lambda run: run.resume("yes")])]
+            _interrupt_entrypoint, [Turn({"topics": ["f"]}, ["yes"], [lambda run: _ask(run).resume("yes")])]
         ),
         "interrupt_after": Scenario(
             lambda: _chain_graph(interrupt_after=["first"]), [Turn({"topics": ["a"]}), Turn(None)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -101,3 +102,9 @@ def skip_reason(what: str, missing: list[str]) -> str:
     """Why ``what`` is skipped: the extras it needs, and the command that installs them."""
     noun = "extra" if len(missing) == 1 else "extras"
     return f"{what} needs the {', '.join(missing)} {noun}: pip install -e '.[{','.join(missing)}]'"
+
+
+def notebook_needs(path: Path) -> list[str]:
+    """The extras a notebook names in its metadata (``"nbagent": {"needs": [...]}``)."""
+    metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    return list(metadata.get("nbagent", {}).get("needs", []))

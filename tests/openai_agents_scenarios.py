@@ -1,7 +1,8 @@
-"""Agents SDK scenarios for tests/test_openai_agents_compat.py, in the style of the SDK's own runner,
-guardrail, handoff, tool-use-behaviour, max-turns and human-in-the-loop tests, built with the SDK's
-own test double (``agents.testing.ScriptedModel``). Each scenario builds a fresh agent (a scripted
-model is used up by a run), so one build runs plainly and another through nbagent."""
+"""Agents SDK scenarios for tests/adapters/openai_agents/test_openai_agents_compat.py, in the style of
+the SDK's own runner, guardrail, handoff, tool-use-behaviour, max-turns and human-in-the-loop tests,
+built with the SDK's own test double (``agents.testing.ScriptedModel``). Each scenario builds a
+fresh agent (a scripted model is used up by a run), so one build runs plainly and another through
+nbagent."""
 
 from __future__ import annotations
 

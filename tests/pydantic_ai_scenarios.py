@@ -1,6 +1,7 @@
-"""Scenarios for the pydantic-ai compatibility suite (``tests/test_pydantic_ai_compat.py``), in the
-style of pydantic-ai's own agent tests: its ``TestModel`` and ``FunctionModel`` test doubles,
-streamed and not, tools, structured output, retries, limits, deferred tools, run keywords.
+"""Scenarios for the pydantic-ai compatibility suite
+(``tests/adapters/pydantic_ai/test_pydantic_ai_compat.py``), in the style of pydantic-ai's own agent
+tests: its ``TestModel`` and ``FunctionModel`` test doubles, streamed and not, tools, structured
+output, retries, limits, deferred tools, run keywords.
 
 Each scenario builds a fresh agent and says how to run it: ``Case(agent, task, options)``. The
 suite runs it plainly with ``agent.run`` as a user runs it (no ``event_stream_handler`` unless the

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from needs import BENCHMARK_NEEDS
+from support import ROOT
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
 QUICK_TIMEOUT_S = 300
 """The slowest ``--quick`` (the batch benchmark, with its Ray part) takes a few minutes on a busy

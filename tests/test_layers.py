@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nbagent"
+PACKAGE = ROOT / "nbagent"
 
 LOW = [
     "runtime",

@@ -115,6 +115,8 @@ def test_tab_completes_a_lazy_name_in_a_fresh_kernel() -> None:
         kernel.execute("import nbagent")
         matches = kernel.complete("nbagent.analytics.steps_f")
     assert "nbagent.analytics.steps_frame" in matches or "steps_frame" in matches, matches
+
+
 def test_arun_still_works_and_its_warning_gives_the_one_spelling_left() -> None:
     import asyncio
 

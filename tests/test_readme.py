@@ -47,21 +47,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import notebook_needs
-from needs import BENCHMARK_NEEDS, distribution, missing_extras, pyproject, requirements_of, skip_reason
+from doc_samples import OFFLINE_ANSWER, offline_smolagents, outcomes
+from needs import (
+    BENCHMARK_NEEDS,
+    distribution,
+    missing_extras,
+    notebook_needs,
+    pyproject,
+    requirements_of,
+    skip_reason,
+)
 from openai_server import OpenAIServer, Stream
 from packaging.utils import canonicalize_name
+from support import ROOT
 
 import nbagent
 from nbagent.config import settings
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
 CONTINUES = "<!-- continues -->"
 NEEDS = re.compile(r"^<!-- needs: ([\w, -]+) -->$")
-OFFLINE_ANSWER = "An offline answer."
 
 
 @dataclass(frozen=True)
@@ -144,48 +151,13 @@ BLOCKS = [block for path in DOCS for block in read_blocks(path.read_text(encodin
 # -- offline stand-ins -----------------------------------------------------------------------
 
 
-def _offline_smolagents() -> tuple[type, type]:
-    """``OfflineSmolModel`` and ``OfflineWebSearch``, made when smolagents is installed."""
-    import smolagents
-    from smolagents.models import ChatMessage, MessageRole
-    from smolagents.monitoring import TokenUsage
-
-    class OfflineSmolModel(smolagents.Model):
-        """Stands in for ``InferenceClientModel(...)`` (any arguments): a CodeAgent's model that
-        answers every task at once. (A ToolCallingAgent sample would need a final_answer tool call.)"""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(model_id="offline-smolagents")
-
-        def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
-            text = f"Thought: I know this.\n<code>\nfinal_answer({OFFLINE_ANSWER!r})\n</code>"
-            usage = TokenUsage(input_tokens=20, output_tokens=8)
-            return ChatMessage(role=MessageRole.ASSISTANT, content=text, token_usage=usage)
-
-    class OfflineWebSearch(smolagents.Tool):
-        """Stands in for ``WebSearchTool()``: the same tool name and inputs, canned results."""
-
-        name = "web_search"
-        description = "Searches the web for a query and returns the top results."
-        inputs = {"query": {"type": "string", "description": "The search query to perform."}}  # noqa: RUF012
-        output_type = "string"
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__()
-
-        def forward(self, query: str) -> str:
-            return f"Offline search results for {query!r}."
-
-    return OfflineSmolModel, OfflineWebSearch
-
-
 @pytest.fixture
 def offline_models(monkeypatch: pytest.MonkeyPatch):
     """Answer the README's network models offline (see the module docstring); yields the server."""
     if importlib.util.find_spec("smolagents") is not None:
         import smolagents
 
-        model, search = _offline_smolagents()
+        model, search = offline_smolagents()
         monkeypatch.setattr(smolagents, "InferenceClientModel", model)
         monkeypatch.setattr(smolagents, "WebSearchTool", search)
     with OpenAIServer(default=Stream(text=OFFLINE_ANSWER)) as server:
@@ -221,20 +193,6 @@ def execute(block: Block, namespace: dict[str, Any]) -> None:
         asyncio.run(eval(code, namespace))
     else:
         exec(code, namespace)
-
-
-def outcomes(namespace: dict[str, Any]) -> dict[str, nbagent.RunRecord]:
-    """Every run a sample left in its namespace, by name, waiting for the ones still going."""
-    found = {}
-    for name, value in namespace.items():
-        items = value if isinstance(value, (list, tuple)) else [value]
-        for index, item in enumerate(items):
-            label = name if items is not value else f"{name}[{index}]"
-            if isinstance(item, nbagent.Run):
-                found[label] = item.wait(timeout=120)
-            elif isinstance(item, nbagent.RunRecord):
-                found[label] = item
-    return found
 
 
 # -- the tests -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import time
 from typing import Literal
 
 import pytest
-from conftest import fast_model, wait_until
+from support import fast_model, wait_until
 
 import nbagent
 from nbagent.models import ToolCall

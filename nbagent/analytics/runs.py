@@ -39,8 +39,11 @@ PAGE_COLUMNS = (
     "input_tokens",
     "output_tokens",
     "cost_usd",
+    "forked_from_run_id",
+    "forked_at_step",
 )
-"""The columns of a page, in order."""
+"""The columns of a page, in order (a fork's original and step: ``nbagent.fork``; none in a store
+of a schema before forks)."""
 
 SEARCHED = ("task", "output", "error", "run_id")
 """The columns ``RunQuery.text`` searches."""
@@ -131,6 +134,8 @@ def page_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
             "input_tokens": "Int64",
             "output_tokens": "Int64",
             "cost_usd": "Float64",
+            "forked_from_run_id": "string",
+            "forked_at_step": "Int64",
         }
     ).assign(started_at=pd.to_datetime(frame["started_at"], utc=True, format="ISO8601"))
 

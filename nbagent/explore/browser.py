@@ -31,13 +31,15 @@ __all__ = ["RunBrowser", "browse"]
 
 ANY = "(any)"
 _NUMBERS = ("n_steps", "duration_s", "input_tokens", "output_tokens", "cost_usd")
+_SHOWN = (*(c for c in PAGE_COLUMNS if not c.startswith("forked_")), "fork")
+"""The table's columns: a page's, a fork's original and step in one "fork" column."""
 _COLUMN_DEFS = [
     {
-        "targets": [i for i, c in enumerate(PAGE_COLUMNS) if c not in _NUMBERS and c != "task"],
+        "targets": [i for i, c in enumerate(_SHOWN) if c not in _NUMBERS and c != "task"],
         "className": "dt-body-nowrap",
     },
-    {"targets": [PAGE_COLUMNS.index(c) for c in _NUMBERS], "className": "dt-body-nowrap dt-right"},
-    {"targets": PAGE_COLUMNS.index("task"), "width": "16em"},
+    {"targets": [_SHOWN.index(c) for c in _NUMBERS], "className": "dt-body-nowrap dt-right"},
+    {"targets": _SHOWN.index("task"), "width": "16em"},
 ]
 """Every cell on one line but the task's, which wraps in a column of its own width; a page still
 wider than the output scrolls sideways (its container has a scrollbar). Numbers align right, also
@@ -68,9 +70,23 @@ def _display_rows(page: Page) -> Any:
     for column in ("n_steps", "input_tokens", "output_tokens", "cost_usd"):
         # Unknown shows as "?", as in the run view (never as 0, never as pandas' <NA>).
         rows[column] = rows[column].astype(object).where(rows[column].notna(), "?")
+    rows["fork"] = [_fork_text(row) for _, row in rows.iterrows()]
+    rows = rows.drop(columns=["forked_from_run_id", "forked_at_step"])
     return rows.rename(
         columns={"n_steps": "steps", "input_tokens": "tokens in", "output_tokens": "tokens out"}
     )
+
+
+def _fork_text(row: Any) -> str:
+    """Which run a fork forks and at which step (``"3f2a9c1e @ 3"``); empty for a run that is
+    not a fork (also every run of a store from before forks)."""
+    import pandas as pd
+
+    original = row["forked_from_run_id"]
+    if pd.isna(original):
+        return ""
+    step = row["forked_at_step"]
+    return f"{str(original)[:8]} @ {'?' if pd.isna(step) else int(step)}"
 
 
 def _line(row: Any) -> str:
@@ -81,7 +97,7 @@ def _line(row: Any) -> str:
     return (
         f"{str(row['started_at'])[:19]}  {row['status']:<11} {str(row['agent'])[:16]:<16} "
         f"{str(row['model'])[:18]:<18} {row['n_steps']!s:>3} steps {took:>7} {tokens!s:>7} tok  "
-        f"{str(row['task'])[:60]}"
+        f"{str(row['task'])[:60]}" + (f"  (fork of {fork})" if (fork := _fork_text(row)) else "")
     )
 
 

@@ -96,8 +96,8 @@ def fork(
     source = as_source(agent) if agent is not None else None
     if source is not None and framework is not None and source.framework != framework:
         raise ForkError(
-            f"run {record.run_id} is a {framework} run: agent= must be a {framework} agent, "
-            f"not a {source.framework} one ({type(agent).__name__})"
+            f"run {record.run_id} ran on {framework}: agent= must be an agent of {framework}, "
+            f"not of {source.framework} ({type(agent).__name__})"
         )
     if source is not None and not source.supports_fork:  # before the history: none could help
         source.fork_input(None)  # type: ignore[arg-type]  # the source's own refusal

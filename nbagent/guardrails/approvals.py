@@ -82,7 +82,7 @@ class Decision:
     at: float = 0.0
     """``time.perf_counter()`` when it was decided."""
     value: Any = None
-    """The answer given with an approval (``run.resume``, ``run.edit``): edited arguments, or the
+    """The answer given with an approval (a pending item's ``resume`` or ``edit``): edited arguments, or the
     value a LangGraph ``interrupt()`` resumes with; ``None`` for a plain approve."""
 
     @property
@@ -104,6 +104,32 @@ class PendingApproval:
     form: dict[str, Any] | None = None
     """``None`` for a tool call; for a LangGraph interrupt, what it asks: ``{"kind": "approval",
     "allowed": [...]}`` or ``{"kind": "text"}`` (the view shows the matching controls)."""
+    _approvals: Approvals | None = field(default=None, repr=False, compare=False)
+
+    # The decisions a pending item takes, beside ``run.approve`` / ``run.deny``: the ones only some
+    # sources ask for (a LangGraph interrupt's answer, an edited review) live here, with the request
+    # that asks for them, not on every ``Run``. Any thread; True if this decision counts.
+
+    def approve(self) -> bool:
+        """Let the call run."""
+        return self._decider().approve(self.call_id)
+
+    def deny(self, reason: str | None = None) -> bool:
+        """Refuse the call: it does not run; the model sees "the user denied this call: <reason>"."""
+        return self._decider().deny(self.call_id, reason)
+
+    def edit(self, arguments: Any) -> bool:
+        """Approve a call a LangGraph interrupt reviews, with ``arguments`` in place of the model's."""
+        return self._decider().edit(self.call_id, arguments)
+
+    def resume(self, value: Any) -> bool:
+        """Answer a LangGraph ``interrupt()`` with ``value``: the graph goes on with it, in this run."""
+        return self._decider().resume(value, self.call_id)
+
+    def _decider(self) -> Approvals:
+        if self._approvals is None:
+            raise RuntimeError(f"{self.call_id} waits in another process: decide it through its run's handle")
+        return self._approvals
 
 
 def check_approval_timeout(timeout_s: Any) -> float | None:
@@ -144,7 +170,9 @@ class Approvals:
         """Report that the started call ``call_id`` waits for a decision (loop thread)."""
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
-        pending = PendingApproval(call_id, tool, arguments, ctx.step, now, loop.create_future(), form=form)
+        pending = PendingApproval(
+            call_id, tool, arguments, ctx.step, now, loop.create_future(), form=form, _approvals=self
+        )
         with self._lock:
             self._loop, self._ctx = loop, ctx
             self._pending[call_id] = pending
@@ -253,7 +281,8 @@ class Approvals:
             return
         if form.get("kind") != "approval":
             raise ValueError(
-                f"{call_id} asks for an answer, not a decision: use run.resume(value, {call_id!r})"
+                f"{call_id} asks for an answer, not a decision: answer it with its pending item's "
+                f".resume(value) (run.pending_approvals)"
             )
         allowed = list(form.get("allowed", ()))
         if decision not in allowed:
@@ -282,8 +311,9 @@ class Approvals:
             which = f"{call_id!r}" if call_id is not None else "one (pass its call_id)"
             raise ValueError(f"no single pending interrupt to answer: {which}; see run.pending_approvals")
         if pending[0].form.get("kind") != kind:  # type: ignore[union-attr]
-            use = "run.resume(value)" if kind == "approval" else "run.approve / run.deny / run.edit"
-            raise ValueError(f"{pending[0].call_id} asks for a {pending[0].form.get('kind')}: use {use}")  # type: ignore[union-attr]
+            use = ".resume(value)" if kind == "approval" else ".approve() / .deny() / .edit(arguments)"
+            kind_asked = pending[0].form.get("kind")  # type: ignore[union-attr]
+            raise ValueError(f"{pending[0].call_id} asks for a {kind_asked}: use its pending item's {use}")
         return pending[0]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -240,13 +241,24 @@ class Run(RunLoopSide):
         return self.approvals.deny(call_id, reason)
 
     def resume(self, value: Any, call_id: str | None = None) -> bool:
-        """Answer the pending LangGraph ``interrupt()`` ``call_id`` (the only one pending when
-        ``None``) with ``value``: the graph goes on with it, in this run. Any thread."""
+        """Deprecated: ``pending.resume(value)`` on the item of ``run.pending_approvals`` (a
+        LangGraph interrupt's answer is a verb of that request, not of every run)."""
+        warnings.warn(
+            "run.resume(value) goes in the next release: answer the interrupt with "
+            "run.pending_approvals[i].resume(value)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.approvals.resume(value, call_id)
 
     def edit(self, call_id: str | None, arguments: Any) -> bool:
-        """Approve the pending call ``call_id`` that a LangGraph interrupt reviews, with
-        ``arguments`` in place of the model's (an ``edit`` decision). Any thread."""
+        """Deprecated: ``pending.edit(arguments)`` on the item of ``run.pending_approvals``."""
+        warnings.warn(
+            "run.edit(call_id, arguments) goes in the next release: use "
+            "run.pending_approvals[i].edit(arguments)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.approvals.edit(call_id, arguments)
 
     def limits_used(self) -> dict[str, tuple[float, float]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -86,11 +87,14 @@ def wait_blocking(run: Waitable, timeout: float | None = None, ends: WaitEnds | 
     if threading.current_thread() is LoopThread.thread():
         raise RuntimeError(f"wait() on the runner's own thread would deadlock: {ends.instead}")
     deadline = None if timeout is None else time.monotonic() + timeout
-    pressed = False
-    with blocking_wait(run, ends.views):
+    pressed = held = False
+    with contextlib.ExitStack() as views:
         while True:
             try:  # the outer try also covers the inner handler: a Ctrl-C may land anywhere
                 try:
+                    if not held:  # inside the try: a Ctrl-C as the views say "blocking" stops the run
+                        held = True
+                        views.enter_context(blocking_wait(run, ends.views))
                     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                     value = run.completion.result(timeout=0.1 if remaining is None else min(0.1, remaining))
                     break

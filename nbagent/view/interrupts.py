@@ -9,9 +9,9 @@ each asks; ``nbagent.adapters.langgraph.interrupts``). The approval panel draws 
 - any other payload: the payload in full, a text box and **Send**.
 
 Like the tool-call rows, the click handlers run on whatever thread the kernel delivers the click
-on and only call the run's thread-safe ``approve`` / ``deny`` / ``edit`` / ``resume``. A row whose
-edited JSON does not parse, or whose answer is refused or comes too late (a double click, a
-request already answered), says so in the row; nothing raises into the kernel.
+on and only call the run's thread-safe ``approve`` / ``deny`` and its approvals' ``edit`` /
+``resume``. A row whose edited JSON does not parse, or whose answer is refused or comes too late
+(a double click, a request already answered), says so in the row; nothing raises into the kernel.
 """
 
 from __future__ import annotations
@@ -115,10 +115,10 @@ class InterruptRow:
         except ValueError as exc:
             self.message.value = f'<div class="nbagent-error">the arguments are not JSON: {esc(exc)}</div>'
             return
-        self._answer(self.run.edit, self.call_id, arguments)
+        self._answer(self.run.approvals.edit, self.call_id, arguments)
 
     def _on_send(self, _button: widgets.Button) -> None:
-        self._answer(self.run.resume, self.answer.value, self.call_id)
+        self._answer(self.run.approvals.resume, self.answer.value, self.call_id)
 
     def close(self) -> None:
         for control in self.controls:

@@ -8,9 +8,9 @@ once with a reason saying how to approve from code instead; a run that wants app
 uses ``display=False`` and ``run.approve(call_id)`` / ``run.deny(call_id, reason)``.
 
 A LangGraph ``interrupt()`` that asks a question (``PendingApproval.form`` ``{"kind": "text"}``)
-is answered with the line typed (``run.resume``); where no one can answer, it is declined, which
-ends the run and leaves the graph paused at it. A decision that fails is logged: the asker thread
-goes on to the next question.
+is answered with the line typed (the pending item's ``resume``); where no one can answer, it is
+declined, which ends the run and leaves the graph paused at it. A decision that fails is logged:
+the asker thread goes on to the next question.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class TerminalApprovals(Sink):
         if not self._still_pending(event.call_id):
             return  # the run stopped, or the call was decided elsewhere, while the question was shown
         if question:
-            self.run.resume(answer, event.call_id)
+            self.run.approvals.resume(answer, event.call_id)
         elif answer.lower() in ("y", "yes"):
             self.run.approve(event.call_id)
         else:

@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-HANG_S = 3600.0
+from support import HANG_S
+
 """A held reply or a closed gate waits this long: only a Stop (or the test's end) ends it."""
 
 
@@ -45,6 +46,13 @@ class Harness:
         self.gate = threading.Event()
         """Opens the ``wait`` tool (a test that Stops after the step opens it)."""
         self.ids = itertools.count(1)
+        self.added: list[tuple[int, int]] = []
+        """Every call of ``add`` (a scenario counts the calls a fork made again)."""
+
+    def requests(self) -> list[Any]:
+        """What the model was sent at each call, in a form that compares equal when the request
+        was the same (the framework's own objects, less what it stamps with the time)."""
+        raise NotImplementedError
 
     def available(self) -> bool:
         return all(importlib.util.find_spec(name) is not None for name in self.requires)
@@ -56,6 +64,7 @@ class Harness:
         self.gate.set()
 
     def add(self, a: int, b: int) -> int:
+        self.added.append((a, b))
         return a + b
 
     async def wait_async(self) -> str:
@@ -79,11 +88,13 @@ class Native(Harness):
         from nbagent.models.base import Model, ModelText, ModelUsage, ToolCall
 
         harness, script = self, list(replies)
+        self.sent: list[Any] = []
 
         class Scripted(Model):
             name = "scripted"
 
             async def stream(self, messages: Any, tools: Any) -> AsyncIterator[Any]:
+                harness.sent.append(json.loads(json.dumps(list(messages), default=repr)))
                 reply = script.pop(0)
                 for word in reply.words():
                     yield ModelText(word)
@@ -106,6 +117,9 @@ class Native(Harness):
             return self.boom()
 
         return nbagent.Agent(Scripted(), tools=[add, wait, boom], name="contract")
+
+    def requests(self) -> list[Any]:
+        return self.sent
 
 
 class Smolagents(Harness):
@@ -155,6 +169,9 @@ class Smolagents(Harness):
         if hasattr(self, "model"):
             self.model.release()
 
+    def requests(self) -> list[Any]:
+        return self.model.prompts
+
 
 class PydanticAI(Harness):
     framework = "pydantic-ai"
@@ -166,7 +183,10 @@ class PydanticAI(Harness):
 
         harness, script = self, list(replies)
 
+        self.sent: list[Any] = []
+
         async def stream(messages: Any, info: Any) -> AsyncIterator[Any]:
+            harness.sent.append(list(messages))
             reply = script.pop(0)
             for word in reply.words():
                 yield word
@@ -195,6 +215,13 @@ class PydanticAI(Harness):
             return self.boom()
 
         return agent
+
+    def requests(self) -> list[Any]:
+        import dataclasses
+
+        # pydantic-ai stamps the request it sends with the time it sends it
+        return [[dataclasses.replace(m, timestamp=None) if m.kind == "request" else m for m in sent]
+                for sent in self.sent]  # fmt: skip
 
 
 class OpenAIAgents(Harness):
@@ -248,7 +275,11 @@ class OpenAIAgents(Harness):
             """Fail."""
             return self.boom()
 
-        return Agent(name="contract", model=ScriptedModel(steps), tools=[add, wait, boom])
+        self.model = ScriptedModel(steps)
+        return Agent(name="contract", model=self.model, tools=[add, wait, boom])
+
+    def requests(self) -> list[Any]:
+        return [call.input for call in self.model.calls]
 
 
 class LangGraph(Harness):
@@ -296,7 +327,11 @@ class LangGraph(Harness):
             """Fail."""
             return self.boom()
 
+        self.model = model
         return create_agent(model, tools=[add, wait, boom], checkpointer=InMemorySaver(), name="contract")
+
+    def requests(self) -> list[Any]:
+        return self.model.seen
 
 
 class Adk(Harness):
@@ -322,8 +357,11 @@ class Adk(Harness):
             """Fail."""
             return harness.boom()
 
-        model = scripted(turns, always_stream=True)
+        model = self.model = scripted(turns, always_stream=True)
         return Agent(name="contract", model=model, tools=[add, wait, boom], instruction="Use the tools.")
+
+    def requests(self) -> list[Any]:
+        return [request.contents for request in self.model.script.requests]
 
 
 HARNESSES = [Native, Smolagents, PydanticAI, OpenAIAgents, LangGraph, Adk]

@@ -1,9 +1,11 @@
 """The source contract (``nbagent.runtime.source``, docs/adapters.md), held against every source.
 
 Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
-Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget; after
-each end state a ``reset=False`` run continues the same agent; every record keeps the same
-invariants. A source that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
+Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget, a tool
+call budget (the call over it never runs), approvals (held for a person, or refused at start);
+after each end state a ``reset=False`` run continues the same agent; every record keeps the same
+invariants; a fork at step 2 makes no call of step 1 again and sends step 2's request. A source
+that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
 so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
 """
 
@@ -14,8 +16,8 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import pytest
-from conftest import wait_until
 from contract_harnesses import HARNESSES, Harness, Reply
+from support import wait_until
 
 import nbagent
 from nbagent import events as ev
@@ -23,8 +25,7 @@ from nbagent.adapters import as_source
 from nbagent.records import RunRecord
 from nbagent.runtime.source import Source
 
-GAPS: dict[tuple[str, str], str] = {
-}
+GAPS: dict[tuple[str, str], str] = {}
 """(scenario, framework) -> the gap that makes the source fail the scenario (a strict xfail)."""
 
 SOMETIMES: dict[tuple[str, str], str] = {}
@@ -174,4 +175,63 @@ def test_a_step_budget_ends_the_run_limit_max_steps(harness):
     ]
     assert len(record.steps) == 2
     assert [str(c.result) for s in record.steps for c in s.tool_calls] == ["3", "3"]
+    continues(agent, record)
+
+
+def test_a_fork_at_step_2_sends_step_2s_request_and_makes_no_call_of_step_1_again(harness):
+    first = Reply("Adding.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(first, Reply("More.", call=("add", {"a": 3, "b": 4})), Reply("done")))
+    record = nbagent.run(agent, "add twice", display=False)
+    holds_invariants(record)
+    assert record.status == "success" and len(record.steps) == 3, record.error
+    before = record.to_dict() if hasattr(record, "to_dict") else repr(record)
+    assert len(harness.requests()) == 3 and harness.added == [(1, 2), (3, 4)]
+    fork = nbagent.fork(record, at_step=2, display=False).wait(timeout=30)  # the original's agent
+    assert fork.status == "success" and fork.output, fork.error
+    assert (fork.forked_from_run_id, fork.forked_at_step) == (record.run_id, 2)
+    assert [s.number for s in fork.steps] == [2]
+    assert not [c for c in fork.steps[0].tool_calls if c.tool == "add"]
+    # one model call (step 2 again, answered "continued and done"), no tool call of step 1 again
+    requests = harness.requests()
+    assert len(requests) == 4 and harness.added == [(1, 2), (3, 4)]
+    assert requests[3] == requests[1]
+    assert requests[3] != requests[2]  # the comparison can tell one request from another
+    # The original is as it was: its record, and its history (a second fork sends the same).
+    assert (record.to_dict() if hasattr(record, "to_dict") else repr(record)) == before
+    again = nbagent.fork(record, at_step=2, display=False).wait(timeout=30)
+    assert again.status == "success" and harness.requests()[4] == requests[1]
+
+
+def test_a_call_budget_ends_the_run_before_the_call_over_it_runs(harness):
+    adding = Reply("Adding.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(adding, adding))
+    record = nbagent.run(agent, "add twice", display=False, limits=nbagent.Limits(max_tool_calls=1))
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("limit", "max_tool_calls"), [
+        (s.number, s.kind, [(c.tool, c.status) for c in s.tool_calls]) for s in record.steps
+    ]
+    assert harness.added == [(1, 2)], "the call over the budget ran"
+    continues(agent, record)
+
+
+def test_approve_holds_a_call_for_a_person_or_is_refused_at_start(harness):
+    """A source that can hold a call waits for the decision (here from code, as a click does);
+    one that cannot refuses ``approve=`` before anything runs, saying what its framework offers."""
+    agent = harness.make(script(Reply("Adding.", call=("add", {"a": 1, "b": 2})), Reply("It is 3")))
+    if not as_source(agent).supports_approvals:
+        with pytest.raises(TypeError, match="approve="):
+            nbagent.start(agent, "add", display=False, approve={"add"})
+        assert harness.added == []
+        return
+    run = nbagent.start(agent, "add", display=False, approve={"add"}, approval_timeout_s=60)
+    wait_until(lambda: run.pending_approvals, timeout=30)
+    assert harness.added == [], "the call ran before its decision"
+    [pending] = run.pending_approvals
+    assert pending.tool == "add" and pending.approve()
+    record = run.wait(timeout=30)
+    holds_invariants(record)
+    assert record.status == "success", (record.status, record.error)
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "add"]
+    assert (call.status, call.approval, str(call.result)) == ("ok", "approved", "3")
+    assert harness.added == [(1, 2)]
     continues(agent, record)

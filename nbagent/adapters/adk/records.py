@@ -68,6 +68,23 @@ def response_outcome(response: Any) -> tuple[ev.ToolCallStatus, Any, str | None]
     return "ok", body, None
 
 
+LLM_CALLS_LIMIT = "LlmCallsLimitExceededError"
+"""The ``error_code`` of the event ADK writes when ``RunConfig.max_llm_calls`` is reached."""
+
+
+def error_kind(event: Any) -> str:
+    """The error type an error event stands for. ADK writes an event for an exception it raises
+    with the exception's type name as ``error_code`` (``ValueError``, and
+    ``LlmCallsLimitExceededError``: nbagent's ``MaxStepsReached``); a model's own error code
+    (``LlmResponse.error_code``: ``SAFETY``, ``MAX_TOKENS``, an HTTP status) is a ``ModelError``."""
+    code = str(getattr(event, "error_code", "") or "")
+    if code == LLM_CALLS_LIMIT:
+        return "MaxStepsReached"
+    if code.isidentifier() and code[:1].isupper() and not code.isupper():
+        return code
+    return "ModelError"
+
+
 def final_text(events: list[Any]) -> str | None:
     """The text of the last final response among ``events`` (what a plain ADK caller reads)."""
     for event in reversed(events):
@@ -111,19 +128,21 @@ def records_from_adk(session: Any, agent: Any = None) -> list[RunRecord]:
             translator.event(event)
         status: ev.RunStatus = "success"
         stop_reason = None
-        message = None
+        message = kind = None
         if aborted:
             translator.cut()
             status, stop_reason = "interrupted", "user"
         elif error is not None:
             message = f"{error.error_code}: {error.error_message or ''}".strip()
+            kind = error_kind(error)
             translator.fail(message)
-            status, stop_reason = "error", "error"
+            status, stop_reason = (
+                ("max_steps", "max_steps") if kind == "MaxStepsReached" else ("error", "error")
+            )
         else:
             translator.pending("deferred", "ADK waits for this call's response")
             translator.close()
         output = final_text(group) if status == "success" else None
-        kind = "AdkError" if message else None
         end = ev.RunFinished(invocation_id, ctx.step, time.perf_counter(), status, output, message, kind)
         recorder.apply(replace(end, stop_reason=stop_reason))
         record = recorder.snapshot()

@@ -31,7 +31,9 @@ leaves its thread to finish (the call is ``"abandoned"``). "Stop after step" let
 then aborts before the next model call.
 
 End states. ``RunConfig.max_llm_calls`` reached (ADK's ``LlmCallsLimitExceededError``) is
-``"max_steps"``; anything ADK raises ends the run ``"error"`` with ADK's exception as it raised it.
+``"max_steps"``; anything ADK raises ends the run ``"error"`` with ADK's exception as it raised it;
+a model's reply that is an error (``LlmResponse.error_code``, which ADK ends the agent on without
+raising) is a ``ModelError`` naming the code, as ``records_from_adk`` reads it from the session.
 
 Result. ``run.result`` is an ``AdkRunResult``: the final response's text and event, and the events
 this run added to the session.
@@ -45,17 +47,21 @@ import copy
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
+from nbagent.adapters.adk.fork import AdkFork, events_json, fork_events, fork_message, fork_session
 from nbagent.adapters.adk.records import final_text, require_adk, text_of
 from nbagent.adapters.adk.session import chat_messages, find_session, seal
 from nbagent.adapters.adk.stream import Translator
 from nbagent.context import RunContext
-from nbagent.errors import AgentInterrupted, MaxStepsReached, describe
+from nbagent.errors import AgentInterrupted, MaxStepsReached, ModelError, describe
 from nbagent.runtime.identity_map import IdentityMap
 from nbagent.runtime.source import Source
 from nbagent.text import safe_text
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 STOP_GRACE_S = 5.0
 """How long a Stop waits for ADK to unwind and seal the session before the run ends anyway."""
@@ -140,6 +146,10 @@ def _message(task: Any) -> Any:
 class AdkSource(Source):
     """An nbagent source for an ADK agent, workflow, app or runner; ``nbagent.start`` makes one."""
 
+    supports_approvals = True
+    """ADK's own tool confirmation and long-running calls are decided in nbagent's approval panel
+    (or ``run.approve``); ``approve=`` holds the calls it picks through the same confirmation."""
+
     takes_turns = False
     """ADK keeps the conversation in a session, not on the agent; a session's runs take turns
     (``turn_key``)."""
@@ -155,12 +165,16 @@ class AdkSource(Source):
     def __repr__(self) -> str:
         return f"AdkSource({self.name})"
 
-    def approvals_refusal(self) -> str:
-        return (
-            "approve= is not supported for Google ADK agents yet: use ADK's own tool confirmation "
-            "(FunctionTool(require_confirmation=...)); the run then ends as plain ADK's does, with "
-            "the confirmation call pending in the session"
-        )
+    framework = "adk"
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The session's events as ADK's JSON (``adk.fork``)."""
+        return events_json(conversation)
+
+    def fork_input(self, origin: ForkOrigin) -> AdkFork:
+        """Copies of the session's events up to step ``at_step``'s request, edited; ``drive``
+        puts them in a new session and runs on from them (``adk.fork``)."""
+        return fork_events(origin)
 
     @property
     def model_name(self) -> str:
@@ -261,7 +275,11 @@ class AdkSource(Source):
         self.check_run({"runner": runner, "session_id": session_id}, reset)
         home = self._home(runner)
         runner = home.runner
-        if session_id is not None:
+        if ctx.fork is not None:  # a new session holding the original's events up to step k
+            user_id = user_id or DEFAULT_USER
+            session = await fork_session(runner, user_id, state, ctx.fork.input)
+            session_id = session.id
+        elif session_id is not None:
             user_id = user_id or DEFAULT_USER
             session = await find_session(runner, user_id, session_id)
         elif not reset:
@@ -285,16 +303,25 @@ class AdkSource(Source):
         mine = copy.copy(runner)
         mine.plugin_manager = _plugins_with(runner.plugin_manager, watcher)
         config = _run_config(run_config)
-        message = _message(task)
+        message = _message(task) if ctx.fork is None else fork_message(ctx.fork.input)
+
+        deciding = ctx.shown or ctx.approvals.policy not in (None, False)
 
         async def consume() -> None:
-            stream = mine.run_async(
-                user_id=user_id, session_id=session_id, new_message=message,
-                run_config=config, abort_signal=abort,
-            )  # fmt: skip
-            async with contextlib.aclosing(stream) as events:
-                async for event in events:
-                    translator.event(event)
+            nonlocal message
+            while True:
+                watcher.invocation = None  # each turn is an invocation of its own
+                stream = mine.run_async(
+                    user_id=user_id, session_id=session_id, new_message=message,
+                    run_config=config, abort_signal=abort,
+                )  # fmt: skip
+                async with contextlib.aclosing(stream) as events:
+                    async for event in events:
+                        translator.event(event)
+                waiting = translator.waiting()
+                if not waiting or not deciding or translator.error_event is not None:
+                    return  # nobody decides: the run ends waiting, as plain ADK's does
+                message = await _decide(waiting, translator, ctx)
 
         inner = asyncio.ensure_future(consume())
         aborted = asyncio.ensure_future(abort.wait())
@@ -311,6 +338,12 @@ class AdkSource(Source):
             exc = inner.exception()
             if exc is not None:
                 raise exc
+            if translator.error_event is not None:
+                # the model answered with an error (``LlmResponse.error_code``) and ADK ended on it
+                # without raising: the same end ``records_from_adk`` reads from the session
+                event = translator.error_event
+                detail = f"{event.error_code}: {event.error_message or ''}".strip()
+                raise ModelError(safe_text(f"{self.model_name}: {detail}"))
             translator.pending("deferred", "ADK waits for this call's response")
             translator.close()
         except asyncio.CancelledError:
@@ -347,6 +380,7 @@ class AdkSource(Source):
             app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         events = list(session.events[since:]) if session is not None else []
+        ctx.conversation = list(session.events) if session is not None else None
         ctx.messages = chat_messages(list(session.events)) if session is not None else None
         if stopped:
             return
@@ -356,6 +390,28 @@ class AdkSource(Source):
                 final = event
                 break
         ctx.set_result(AdkRunResult(final_text(events), final, events, user_id, session_id))
+
+
+async def _decide(waiting: list[Any], translator: Translator, ctx: RunContext) -> Any:
+    """Ask a person about every call ADK waits on (all shown before the first is awaited, so they
+    are decided together), and return the message that gives ADK the decisions: the function
+    responses ADK's own clients send (a ``ToolConfirmation`` for a confirmation, a status for a
+    long-running call), the next turn of the same session."""
+    from google.genai import types
+
+    asked = []
+    for item in waiting:
+        call_id = translator.call_for(item)
+        ctx.approvals.request(ctx, call_id, item.tool, item.arguments)
+        asked.append((item, call_id))
+    parts = []
+    for item, call_id in asked:
+        decision = await ctx.approvals.wait(ctx, call_id)
+        if not decision.approved:
+            translator.finish_call(item.adk_id, "denied", error=decision.reason or "denied")
+        parts.append(item.answer(decision.approved, decision.reason))
+        translator.answered(item, decision.approved)
+    return types.Content(role="user", parts=parts)
 
 
 def _in_memory_runner(owner: Any) -> Any:

@@ -21,6 +21,7 @@ while it works.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from nbagent import events as ev
@@ -32,11 +33,53 @@ from nbagent.adapters.adk.records import (
     usage_of,
 )
 from nbagent.context import RunContext
+from nbagent.guardrails.approvals import denial_observation
 
 ABANDONED_ERROR = "stopped: the sync tool goes on in ADK's thread pool until it returns"
 """The error of a sync tool's call a Stop cut: Python cannot stop a thread, so it runs on."""
 
 INTERRUPTED = "interrupted"
+
+CONFIRMATION_CALL = "adk_request_confirmation"
+"""The function call ADK writes to ask its client to confirm a tool call (ADK's
+``REQUEST_CONFIRMATION_FUNCTION_CALL_NAME``): not a tool call of the agent's, the question about one."""
+
+NEEDS_CONFIRMATION = "This tool call requires confirmation, please approve or reject."
+"""The error ADK answers a call with while its confirmation is asked (and what nbagent's
+``approve=`` answers a call it holds with, the same way)."""
+
+REJECTED = "This tool call is rejected."
+"""What ADK answers a call whose confirmation was refused with."""
+
+
+@dataclass
+class Waiting:
+    """A call ADK's run ended waiting on, for a person to decide: a tool call whose confirmation
+    ADK asked for (``confirmation_id`` the ``adk_request_confirmation`` call's id), or a
+    long-running tool's call that has no response yet (``confirmation_id`` None)."""
+
+    adk_id: str
+    tool: str
+    arguments: Any
+    confirmation_id: str | None = None
+    hint: str | None = None
+    payload: Any = None
+
+    def answer(self, approved: bool, reason: str | None) -> Any:
+        """The function response that tells ADK the decision, as ADK's own clients send it: a
+        ``ToolConfirmation`` for a confirmation; for a long-running call, its status (ADK's
+        human-in-the-loop sample answers ``{"status": "approved"}``)."""
+        from google.genai import types
+
+        if self.confirmation_id is not None:
+            body: dict[str, Any] = {"confirmed": approved}
+            if self.payload is not None:
+                body["payload"] = self.payload
+            response = types.FunctionResponse(id=self.confirmation_id, name=CONFIRMATION_CALL, response=body)
+        else:
+            body = {"status": "approved"} if approved else {"status": "denied", "reason": reason or "denied"}
+            response = types.FunctionResponse(id=self.adk_id, name=self.tool, response=body)
+        return types.Part(function_response=response)
 
 
 class Translator:
@@ -55,6 +98,7 @@ class Translator:
         """ADK function call id -> nbagent call id, for calls not answered yet."""
         self.tools: dict[str, str] = {}
         """ADK function call id -> tool name (all calls of the run)."""
+        self.arguments: dict[str, Any] = {}
         self.threaded: set[str] = set()
         """ADK call ids whose tool runs in ADK's thread pool (a sync function tool has begun)."""
         self.step_calls = 0
@@ -64,9 +108,26 @@ class Translator:
         """Node ids whose ``NodeStarted`` was reported (a node begun before any step waits)."""
         self.node_ids = 0
         self.model_calls = 0
+        self.step_agent: str | None = None
+        """The agent whose model call the open step is."""
+        self.confirming: dict[str, Waiting] = {}
+        """``adk_request_confirmation`` call id -> the call it asks about, until answered."""
+        self.long_running: set[str] = set()
+        """ADK ids of long-running tools' calls (``Event.long_running_tool_ids``)."""
+        self.error_event: Any = None
+        """The first error event of the run (``error_code`` set, not an abort's), if any."""
         self.last_t = time.perf_counter()
 
     # -- from the plugin ---------------------------------------------------------------------
+
+    def overlaps(self, agent: str) -> bool:
+        """True when ``agent``'s model call is sent while another agent's is still unanswered (the
+        branches of a ``ParallelAgent``): it opens no step of its own then, and its reply fills
+        the step open when it comes, or a new one (a record has one open step at a time)."""
+        if self.open and not self.ended and not self.step_calls and agent != self.step_agent:
+            self.model_calls += 1
+            return True
+        return False
 
     def model_called(self, agent: str, prompt_tokens: int) -> None:
         """ADK is about to send a model request for ``agent``."""
@@ -74,6 +135,7 @@ class Translator:
         self.model_calls += 1
         self.ctx.start_step("action")
         self.open, self.streamed, self.text, self.ended, self.step_calls = True, False, "", False, 0
+        self.step_agent = agent
         self._show_nodes()
         self.ctx.model_starting(prompt_tokens)
 
@@ -135,9 +197,13 @@ class Translator:
             self._reply(event, calls)
         elif getattr(event, "error_code", None) and not responses:
             # ADK's error event (what it also raises): it ends the step it cut, if any
+            if self.error_event is None:
+                self.error_event = event
             self.fail(f"{event.error_code}: {event.error_message or ''}".strip())
         for response in responses:
             status, result, error = response_outcome(response)
+            if error == NEEDS_CONFIRMATION:
+                continue  # ADK's answer while it asks to confirm the call: the call waits on it
             self.finish_call(str(response.id), status, result, error)
         if responses and not self.calls:
             self.close()
@@ -155,10 +221,53 @@ class Translator:
         if not self.ended:
             self.ended = True
             self.ctx.model_ended()
+        self.long_running.update(str(i) for i in getattr(event, "long_running_tool_ids", None) or ())
         for call in calls:
-            self.start_call(str(call.id), str(call.name), call_arguments(call))
+            if call.name == CONFIRMATION_CALL:
+                self._confirmation(call)
+            elif str(call.id) not in self.tools:  # not started already (held for approve=)
+                self.start_call(str(call.id), str(call.name), call_arguments(call))
         if not calls and not getattr(event, "long_running_tool_ids", None):
             self.close()
+
+    def _confirmation(self, call: Any) -> None:
+        """ADK asks to confirm a call: it waits on the call (not a tool call of its own)."""
+        args = call_arguments(call) or {}
+        original = args.get("originalFunctionCall") or {}
+        asked = args.get("toolConfirmation") or {}
+        self.long_running.discard(str(call.id))
+        self.confirming[str(call.id)] = Waiting(
+            str(original.get("id")), str(original.get("name")), original.get("args") or {},
+            str(call.id), asked.get("hint") or None, asked.get("payload"),
+        )  # fmt: skip
+
+    def waiting(self) -> list[Waiting]:
+        """What the run ended waiting on: each confirmation ADK asked for and nobody answered yet,
+        and each long-running call still unanswered."""
+        found = list(self.confirming.values())
+        asked = {w.adk_id for w in found}
+        for adk_id in self.calls:
+            if adk_id in self.long_running and adk_id not in asked:
+                found.append(Waiting(adk_id, self.tools.get(adk_id, "tool"), self.arguments.get(adk_id)))
+        return found
+
+    def answered(self, waiting: Waiting, approved: bool) -> None:
+        """The person's decision on ``waiting`` goes to ADK: a confirmation is answered; a
+        long-running call is, by the decision itself (ADK reads it as the call's response)."""
+        if waiting.confirmation_id is not None:
+            self.confirming.pop(waiting.confirmation_id, None)
+        elif approved:
+            answer = waiting.answer(True, None).function_response.response
+            self.finish_call(waiting.adk_id, "ok", answer)
+
+    def call_for(self, waiting: Waiting) -> str:
+        """The nbagent call a decision is about: the call still open, or (a tool that asked for
+        confirmation itself and answered meanwhile, which ADK runs again once confirmed) a new one."""
+        found = self.calls.get(waiting.adk_id)
+        if found is not None:
+            return found
+        self._ensure_open()
+        return self.start_call(waiting.adk_id, waiting.tool, waiting.arguments)
 
     def _ensure_open(self) -> None:
         """A reply with no model call before it (a callback answered for the model; a
@@ -166,12 +275,14 @@ class Translator:
         if not self.open:
             self.ctx.start_step("action")
             self.open, self.streamed, self.text, self.ended, self.step_calls = True, False, "", False, 0
+            self.step_agent = None
             self._show_nodes()
 
     def start_call(self, adk_id: str, tool: str, arguments: Any) -> str:
         call_id = f"{self.ctx.step}:{adk_id}"
         self.calls[adk_id] = call_id
         self.tools[adk_id] = tool
+        self.arguments[adk_id] = arguments
         self.step_calls += 1
         self.ctx.tool_started(call_id, tool, arguments)
         return call_id
@@ -264,6 +375,15 @@ def _over_llm_calls(callback_context: Any) -> bool:
     return isinstance(made, int) and isinstance(limit, int) and 0 < limit <= made
 
 
+def mark_fork_point(ctx: RunContext, callback_context: Any) -> None:
+    """The request is made of the session's events so far: a fork at this step starts from them
+    (``adk.fork``). The session's live list is the run's history until the run ends."""
+    events = getattr(getattr(callback_context, "session", None), "events", None)
+    if isinstance(events, list):
+        ctx.conversation = events
+        ctx.fork_point(len(events))
+
+
 def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
     """nbagent's ADK plugin for one run (see the module): it only watches, and returns None from
     every callback, so ADK goes on to the runner's own plugins and the agents' callbacks."""
@@ -275,8 +395,22 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
         def __init__(self) -> None:
             super().__init__(name="nbagent")
             self.agents: dict[str, list[str | None]] = {}
+            self.invocation: str | None = None
+            """The run's invocation: an ``AgentTool`` runs its agent in a runner of its own that
+            shares the plugins, and its callbacks are the tool's business, not steps of this run."""
+
+        def mine(self, context: Any) -> bool:
+            found = getattr(context, "invocation_id", None)
+            return self.invocation is None or found is None or found == self.invocation
+
+        async def before_run_callback(self, *, invocation_context: Any) -> Any:
+            if self.invocation is None:
+                self.invocation = getattr(invocation_context, "invocation_id", None)
+            return None
 
         async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> Any:
+            if not self.mine(callback_context) or translator.overlaps(callback_context.agent_name):
+                return None
             translator.close()
             if translator.model_calls and ctx.scope.stop_after_step:
                 # the step ended and a Stop after it was asked: ADK's abort, before the next call
@@ -284,21 +418,49 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
                 await asyncio.Event().wait()  # cancelled as the run unwinds
             if not _over_llm_calls(callback_context):
                 translator.model_called(callback_context.agent_name, prompt_estimate(llm_request))
+                mark_fork_point(ctx, callback_context)
             return None
 
         async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> Any:
+            if not self.mine(tool_context):
+                return None
             translator.tool_began(getattr(tool_context, "function_call_id", None), is_sync_tool(tool))
-            return None
+            return await held(tool, tool_args, tool_context)
 
         async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
+            if not self.mine(callback_context):
+                return None
             self.agents.setdefault(agent.name, []).append(translator.agent_began(agent.name))
             return None
 
         async def after_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
+            if not self.mine(callback_context):
+                return None
             began = self.agents.get(agent.name)
             if began:  # ADK ends an agent it aborted too: that one was cut
                 error = INTERRUPTED if abort.is_set() or ctx.scope.interrupted else None
                 translator.agent_ended(began.pop(), error=error, cut=error is not None)
             return None
+
+    async def held(tool: Any, tool_args: Any, tool_context: Any) -> Any:
+        """nbagent's ``approve=``: a call the policy picks waits here, before ADK runs it, for
+        the person's decision (the panel, or ``run.approve`` / ``run.deny``); a denied call is
+        answered with the denial, as the model sees it in every other source. ADK's own
+        confirmation (``require_confirmation=``, ``request_confirmation``) goes its own way."""
+        approvals = ctx.approvals
+        adk_id = str(getattr(tool_context, "function_call_id", None) or "")
+        if approvals.policy in (None, False) or not approvals.wants(tool.name, tool_args, adk_id):
+            return None
+        if getattr(tool_context, "tool_confirmation", None) is not None:
+            return None  # decided already, through ADK's confirmation
+        if await tool.check_require_confirmation(tool_args, tool_context):
+            return None  # ADK asks for it itself: one question, not two
+        call_id = translator.call_for(Waiting(adk_id, tool.name, dict(tool_args or {})))
+        approvals.request(ctx, call_id, tool.name, tool_args)
+        decision = await approvals.wait(ctx, call_id)
+        if decision.approved:
+            return None
+        translator.finish_call(adk_id, "denied", error=decision.reason or "denied")
+        return {"error": denial_observation(decision.reason)}
 
     return Watcher()

@@ -7,16 +7,17 @@ applies, and the record keeps each as a call with its approval and wait. Two sha
 - **Approval-shaped** payloads (LangChain's ``HumanInTheLoopMiddleware``: a batched request with
   ``action_requests`` and ``review_configs``, or a per-call ``{"type": "tool_approval", ...}``):
   one pending approval per action, attached to the model's tool call it reviews when there is
-  one. Approve, Deny with a reason, or approve with edited arguments (``run.edit``) become
+  one. Approve, Deny with a reason, or approve with edited arguments (the pending item's ``edit``) become
   ``approve`` / ``reject`` (its ``message``: "the user denied this call: <reason>") / ``edit``
   decisions, each only when the review's ``allowed_decisions`` has it (``run.approve`` /
   ``run.deny`` refuse the others). A timed-out approval is a ``reject``; when the review allows
   no ``reject``, the run ends ``interrupted`` (``stop_reason="timed_out"``) and the thread stays
   paused at the review.
 - **Any other payload**: one pending request named ``interrupt``, answered with a value
-  (``run.resume(value)``; the view's text box sends a string). A deny or a timeout cannot invent
-  an answer: the run ends ``interrupted`` and the thread stays paused at the interrupt, so a later
-  ``nbagent.start(graph, Command(resume=...), reset=False, config=...)`` answers it.
+  (the pending item's ``resume(value)``; the view's text box sends a string). A deny or a
+  timeout cannot invent an answer: the run ends ``interrupted`` and the thread stays paused at
+  the interrupt, so a later ``nbagent.start(graph, Command(resume=...), reset=False,
+  config=...)`` answers it.
 
 Every request of a pause is shown before the first is awaited, so a person decides them together;
 then the graph resumes with ``Command(resume={interrupt_id: value, ...})``.

@@ -82,6 +82,7 @@ from nbagent.adapters.langgraph.stream import StepTracker, tool_nodes_of
 from nbagent.adapters.langgraph.threads import pending_calls, prepare_thread, resumes
 from nbagent.context import RunContext
 from nbagent.errors import AgentInterrupted, MaxStepsReached
+from nbagent.guardrails.limits import tool_call_allowed
 from nbagent.runtime.identity_map import IdentityMap
 from nbagent.runtime.source import Source
 from nbagent.text import safe_text, shorten
@@ -239,7 +240,7 @@ class LangGraphSource(Source):
 
         if interrupts not in ("ask", "end"):
             raise ValueError(f"interrupts must be 'ask' or 'end', not {interrupts!r}")
-        config = self._config(config, reset, max_steps)
+        config = with_tool_budget(self._config(config, reset, max_steps), ctx)
         tracker = StepTracker(ctx, tool_nodes_of(self.graph))
         ctx.conversation = {"thread_id": self.thread_id, "messages": []}
         if ctx.fork is not None:  # a fork: from a copied checkpoint, or from the message prefix
@@ -358,6 +359,35 @@ class LangGraphSource(Source):
         if isinstance(task, (list, tuple)) and "messages" in getattr(self.graph, "channels", {}):
             return {"messages": list(task)}
         return task  # a graph whose whole state is a list takes the list itself
+
+
+def with_tool_budget(config: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """``config`` with a callback that counts each tool call against ``max_tool_calls`` as the
+    tool starts, on the thread that runs it (``tool_call_allowed``), and refuses the one over the
+    budget (and any call after a Stop) before it runs: a graph runs its tools node on its own
+    tasks and threads, so a Stop from the loop can land after a sync tool already ran. The user's
+    callbacks in ``config`` stay, first."""
+    from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+
+    class ToolBudget(BaseCallbackHandler):
+        raise_error = True  # a refusal must keep the tool from running
+
+        def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+            if ctx.scope.interrupted or not tool_call_allowed(ctx.scope):
+                raise ToolCallRefused("the run was stopped before this tool call could run")
+
+    guard = ToolBudget()
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.copy()
+        callbacks.add_handler(guard, inherit=True)
+    else:
+        callbacks = [*(callbacks or ()), guard]
+    return {**config, "callbacks": callbacks}
+
+
+class ToolCallRefused(Exception):
+    """A tool call refused before it ran: over ``max_tool_calls``, or after the run's Stop."""
 
 
 async def _drain_on_stop(ctx: RunContext, control: Any, tracker: StepTracker) -> None:

@@ -52,10 +52,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbagent.adapters import instance_of
 from nbagent.adapters.smolagents.console import RunConsole, caller_capture
+from nbagent.adapters.smolagents.fork import ForkMemory, Memory, fork_memory, memory_json
 from nbagent.adapters.smolagents.records import (
     agent_name,
     model_name,
@@ -75,6 +76,9 @@ from nbagent.config import settings
 from nbagent.context import RunContext
 from nbagent.errors import AgentError
 from nbagent.runtime.source import Source
+
+if TYPE_CHECKING:
+    from nbagent.forks.origins import ForkOrigin
 
 __all__ = ["RunStopped", "SmolagentsSource", "is_smolagents_agent", "records_from_smolagents", "wait_idle"]
 
@@ -113,6 +117,7 @@ class SmolagentsSource(Source):
     join_timeout_s: float = 10.0
     supports_approvals = True
     """Calls of its tools can wait for a person (``approve=``, a tool's ``requires_approval``)."""
+    framework = "smolagents"
 
     def __init__(self, agent: Any, join_timeout_s: float | None = None) -> None:
         require_smolagents()
@@ -131,6 +136,17 @@ class SmolagentsSource(Source):
 
     def __repr__(self) -> str:
         return f"SmolagentsSource({self.name}, model={self.model_name!r})"
+
+    def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
+        """The memory steps as JSON: what smolagents makes its requests of (``smolagents.fork``)."""
+        return memory_json(conversation) if isinstance(conversation, Memory) else None
+
+    def fork_input(self, origin: ForkOrigin) -> ForkMemory:
+        """The memory steps there were when step ``at_step`` started (its request is made of
+        them), the results of ``tool_results`` in step ``at_step - 1``'s observations; the
+        worker hands them to smolagents as the agent's memory, ``message`` as a new task after
+        them (``smolagents.fork``)."""
+        return fork_memory(origin)
 
     async def _join_previous(self, ctx: RunContext) -> None:
         """Wait until the agent's previous run, interrupted, has finished unwinding in its worker
@@ -181,10 +197,15 @@ class SmolagentsSource(Source):
 
         quiet = settings.quiet_smolagents and getattr(ctx, "shown", True)
         console = RunConsole(agent_tree(self.agent), quiet, self._caller_capture)
+        memory = Memory(observations=dict(ctx.fork.input.observations) if ctx.fork is not None else {})
+        ctx.conversation = memory
+        fork = ctx.fork.input if ctx.fork is not None else None
         worker = Worker(
-            self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope, ctx.approvals
-        )
-        translator = Translator(ctx, self.agent, run_options.get("max_steps") or self.agent.max_steps)
+            self.agent, task, reset, run_options, post, console, ctx.run_id, ctx.scope, ctx.approvals,
+            memory, fork,
+        )  # fmt: skip
+        max_steps = run_options.get("max_steps") or self.agent.max_steps
+        translator = Translator(ctx, self.agent, max_steps, memory)
         worker.start()
         try:
             while True:

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from nbagent import events as ev
+from nbagent.adapters.smolagents.fork import Memory
 from nbagent.adapters.smolagents.records import error_of, model_name, text_of, usage_of
 from nbagent.adapters.smolagents.worker import ApprovalAsked, Held, MaxStepsFinal, Nested, StepStarting
 from nbagent.context import RunContext
@@ -22,8 +23,12 @@ from nbagent.guardrails.approvals import Decision
 class Translator:
     """Turns what a smolagents stream yields into nbagent events. Runs on the runner's loop."""
 
-    def __init__(self, ctx: RunContext, agent: Any, max_steps: int) -> None:
+    def __init__(self, ctx: RunContext, agent: Any, max_steps: int, memory: Memory | None = None) -> None:
         self.ctx = ctx
+        self.memory = memory if memory is not None else Memory()
+        """The run's history: each call's observation is noted there (``smolagents.fork``)."""
+        self.pending_point: int | None = None
+        """The next step's ``fork_point`` (``StepStarting.memory``), marked as it opens."""
         self.agent = agent
         self.max_steps = max_steps
         self.open = False
@@ -65,6 +70,9 @@ class Translator:
         self.model_ended, self.last_delta_t, self.denied = False, None, False
         self.calls.clear()
         self._emit(ev.StepStarted, t, self._next_kind())
+        if self.pending_point is not None:
+            self.ctx.fork_point(self.pending_point)
+            self.pending_point = None
 
     def _end_time(self, step: Any, t: float, wall: float) -> float:
         end = getattr(step.timing, "end_time", None)
@@ -124,6 +132,7 @@ class Translator:
             if item.content:
                 self._emit(ev.TextDelta, t, item.content)
         elif isinstance(item, StepStarting):
+            self.pending_point = item.memory
             scope = self.ctx.scope
             if scope.interrupted or not scope.stop_after_step:  # after a step smolagents may not start one
                 self._open(t)
@@ -135,6 +144,8 @@ class Translator:
             self._emit(ev.ToolCallStarted, t, call_id, item.name, item.arguments)
         elif isinstance(item, ToolOutput):
             call_id = self.calls.get(str(item.id))
+            if call_id is not None and isinstance(getattr(item, "observation", None), str):
+                self.memory.observations[call_id] = item.observation
             if call_id in self.open_calls:
                 self.open_calls.discard(call_id)
                 self._emit(ev.ToolCallFinished, t, call_id, "ok", item.output)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nbagent.adapters.smolagents.console import RunConsole
+from nbagent.adapters.smolagents.fork import ForkMemory, Memory
 from nbagent.adapters.smolagents.records import interrupted_step_error
 from nbagent.adapters.smolagents.stop import RunStopped, StopSwitch, agent_tree, current_switch
 from nbagent.errors import describe
@@ -57,6 +58,9 @@ from nbagent.runtime.cancel import CancelScope, current_scope
 @dataclass(frozen=True, slots=True)
 class StepStarting:
     """smolagents is about to start a step (planning, action, or the max-steps final answer)."""
+
+    memory: int | None = None
+    """How many memory steps the step's request is made of (its ``fork_point``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +166,14 @@ class Worker:
         run_id: str,
         scope: CancelScope,
         approvals: Approvals | None = None,
+        memory: Memory | None = None,
+        fork: ForkMemory | None = None,
     ) -> None:
         self.agent: Any = agent
+        self.memory = memory if memory is not None else Memory()
+        """The run's history, for forks of it (``smolagents.fork``): its steps once ``run()`` made them."""
+        self.fork = fork
+        """For a fork: the memory it starts from (handed to smolagents before its stream starts)."""
         self.approvals = approvals if approvals is not None else Approvals()
         self.task = task
         self.reset = reset
@@ -243,7 +253,13 @@ class Worker:
         from smolagents.memory import ActionStep, FinalAnswerStep, PlanningStep, ToolCall
 
         agent = self.agent
-        stream = agent.run(self.task, stream=True, reset=self.reset, **self.run_options)
+        fork = self.fork
+        task = self.task if fork is None or fork.message is None else fork.message
+        stream = agent.run(task, stream=True, reset=self.reset, **self.run_options)
+        if fork is not None:  # the stream has not started: smolagents goes on from this memory
+            made = agent.memory.steps[-1:] if fork.message is not None else []  # the message's TaskStep
+            agent.memory.steps = [*fork.steps, *made]
+        self.memory.steps = agent.memory.steps
         step_ahead, last_action = True, None
         denial: BaseException | None = None
         try:
@@ -251,7 +267,7 @@ class Worker:
             self._hand_tools_to_code(agent)
             while True:
                 if step_ahead and not agent.interrupt_switch:
-                    self.post(StepStarting())
+                    self.post(StepStarting(len(agent.memory.steps)))
                 try:
                     item = next(stream) if denial is None else stream.throw(denial)
                 except StopIteration:

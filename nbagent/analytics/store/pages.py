@@ -102,7 +102,16 @@ class StorePages:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
     @staticmethod
-    def _page_sql(query: RunQuery, chosen: str) -> str:
+    def _forks(conn: sqlite3.Connection) -> str:
+        """The fork columns to select: a store of a schema before forks (read-only, so never
+        migrated) has none, and its runs fork nothing."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        if {"forked_from_run_id", "forked_at_step"} <= columns:
+            return "r.forked_from_run_id, r.forked_at_step"
+        return "NULL, NULL"
+
+    @staticmethod
+    def _page_sql(query: RunQuery, chosen: str, forks: str = "NULL, NULL") -> str:
         """The page's rows, joined by key to ``chosen`` (a ``SELECT run_id``), in the query's order."""
         order = "DESC" if query.descending else "ASC"
         return f"""
@@ -111,7 +120,7 @@ class StorePages:
                    r.duration_s,
                    (SELECT sum(input_tokens) FROM steps s WHERE s.run_id = r.run_id),
                    (SELECT sum(output_tokens) FROM steps s WHERE s.run_id = r.run_id),
-                   r.cost_usd, r.writer_host, r.writer_pid, r.writer_start
+                   r.cost_usd, {forks}, r.writer_host, r.writer_pid, r.writer_start
             FROM ({chosen}) AS chosen
             JOIN runs AS r ON r.run_id = chosen.run_id
             ORDER BY r.{query.sort} {order}, r.run_id {order}
@@ -126,6 +135,7 @@ class StorePages:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
                 return Page(page_frame([]), 0, query)
             conn.execute("BEGIN")  # the count and the page from one snapshot
+            forks = self._forks(conn)
             if query.status in ("running", "unfinished"):
                 # Stored alike; whether the writer is gone is known here only: split the candidates.
                 candidates = conn.execute(
@@ -138,13 +148,12 @@ class StorePages:
                 total = len(kept)
                 chosen = "SELECT value AS run_id FROM json_each(?)"
                 found = conn.execute(
-                    self._page_sql(query, chosen), [json.dumps(kept[start : start + query.page_size])]
+                    self._page_sql(query, chosen, forks), [json.dumps(kept[start : start + query.page_size])]
                 ).fetchall()
             else:
                 total = conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0]
-                found = conn.execute(
-                    self._page_sql(query, f"{ordered} LIMIT ? OFFSET ?"), [*params, query.page_size, start]
-                ).fetchall()
+                limited = self._page_sql(query, f"{ordered} LIMIT ? OFFSET ?", forks)
+                found = conn.execute(limited, [*params, query.page_size, start]).fetchall()
             conn.execute("COMMIT")
         return Page(page_frame([self._shown(row) for row in found]), total, query)
 
@@ -157,8 +166,8 @@ class StorePages:
 
     @staticmethod
     def _shown(row: tuple[Any, ...]) -> tuple[Any, ...]:
-        values = list(row[:11])
-        if values[2] == "running" and StorePages._gone((row[0], row[11], row[12], row[13])):
+        values = list(row[:13])
+        if values[2] == "running" and StorePages._gone((row[0], row[13], row[14], row[15])):
             values[2] = "unfinished"
         return tuple(values)
 
