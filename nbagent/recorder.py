@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -323,17 +324,30 @@ class Recorder:
                     nodes=[replace(n) for n in step.nodes],
                 )
                 if copy.end_s is None:
-                    copy.model_output = self._shown_text(step.number)
+                    copy.model_output = self.shown_text(step.number)
                 steps.append(copy)
             return replace(record, steps=steps)
+
+    def step(self, number: int) -> StepRecord | None:
+        """Step ``number`` of the record being built (on the loop thread, or within ``held``)."""
+        return self._steps.get(number)
+
+    @contextmanager
+    def held(self) -> Iterator[RunRecord | None]:
+        """The record being built, held still: no event is applied until the block ends. For a
+        thread other than the loop's that reads the record in place (a store's writer building
+        rows), without the cost of a copy; ``shown_text`` gives a step's text in the block."""
+        with self._lock:
+            yield self._record
 
     def live_text(self, step: int) -> str:
         """The text streamed so far in ``step``, scrubbed of credentials, less a tail that may
         still become one (it shows once the text goes on, the reply ends, or the step ends)."""
         with self._lock:
-            return self._shown_text(step)
+            return self.shown_text(step)
 
-    def _shown_text(self, number: int) -> str:
+    def shown_text(self, number: int) -> str:
+        """``live_text``, for a caller that holds the record already (``held``)."""
         step = self._steps.get(number)
         if step is not None and step.end_s is not None:
             return step.model_output

@@ -77,6 +77,8 @@ class RemoteRun:
         self.token = ""
         self._recorder = Recorder()
         self._store_sink = batch.store.sink() if batch.store is not None else None
+        if self._store_sink is not None:
+            self._store_sink.follow(self._recorder)
         self._ended = False
         self._stop: tuple[str, str] | None = None
         self._pending: dict[str, PendingApproval] = {}

@@ -132,6 +132,8 @@ class RunLoopSide:
             metadata=self.metadata,
             model_params=self.source.model_params(),
         )
+        for sink in self._sinks:
+            sink.follow(self._recorder)
         self._recorder.apply(started)
         remember_run_of(self._owner, self.run_id)
         self._kept = origins.keep(self.run_id, self._owner, self.source.framework)

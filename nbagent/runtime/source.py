@@ -31,6 +31,7 @@ from nbagent import events as ev
 if TYPE_CHECKING:
     from nbagent.context import RunContext
     from nbagent.forks.origins import ForkOrigin
+    from nbagent.recorder import Recorder
 
 
 class Source(ABC):
@@ -181,6 +182,9 @@ class Sink:
     (hand slow work to a thread of its own) and never calls back into the source. A sink that
     raises is logged once and skipped; the run goes on. The other hooks have defaults:
 
+    - ``follow(recorder)``: the run's ``Recorder``, which has folded each event before the sink is
+      told it: a sink that needs the record (a store's writer) reads it there rather than fold a
+      copy of its own. Called once, before the first event, on the caller's thread.
     - ``drained()``: a future that completes once what the sink wrote elsewhere is written (a
       store's rows), so a returned record is also a stored one; ``None`` when it writes nowhere.
       Called once, after the last event; the run waits for it at most a few seconds.
@@ -191,6 +195,9 @@ class Sink:
 
     def __call__(self, event: ev.RunEvent) -> None:
         raise NotImplementedError
+
+    def follow(self, recorder: Recorder) -> None:
+        return None
 
     def drained(self) -> concurrent.futures.Future[None] | None:
         return None

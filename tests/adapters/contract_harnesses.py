@@ -10,7 +10,6 @@ runs the real adapter end to end: no network, no mocks of nbagent.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import json
 import threading
@@ -18,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from needs import missing_extras
 from support import HANG_S
 
 """A held reply or a closed gate waits this long: only a Stop (or the test's end) ends it."""
@@ -40,7 +40,8 @@ class Harness:
     """A framework's stand-in: ``make(replies)`` returns the user's agent (what ``start`` takes)."""
 
     framework = ""
-    requires: tuple[str, ...] = ()
+    extra: str | None = None
+    """The nbagent extra that installs the framework (``None``: nothing beyond ``test``)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
@@ -55,7 +56,9 @@ class Harness:
         raise NotImplementedError
 
     def available(self) -> bool:
-        return all(importlib.util.find_spec(name) is not None for name in self.requires)
+        # By the installed distributions, not by import: a tests folder named like the framework
+        # (tests/adapters/smolagents/) is importable as a namespace package when it is missing.
+        return self.extra is None or not missing_extras([self.extra])
 
     def make(self, replies: list[Reply]) -> Any:
         raise NotImplementedError
@@ -124,7 +127,7 @@ class Native(Harness):
 
 class Smolagents(Harness):
     framework = "smolagents"
-    requires = ("smolagents",)
+    extra = "smolagents"
 
     def make(self, replies: list[Reply]) -> Any:
         from smolagents import ToolCallingAgent, tool
@@ -175,7 +178,7 @@ class Smolagents(Harness):
 
 class PydanticAI(Harness):
     framework = "pydantic-ai"
-    requires = ("pydantic_ai",)
+    extra = "pydantic-ai"
 
     def make(self, replies: list[Reply]) -> Any:
         from pydantic_ai import Agent
@@ -226,7 +229,7 @@ class PydanticAI(Harness):
 
 class OpenAIAgents(Harness):
     framework = "openai-agents"
-    requires = ("agents",)
+    extra = "openai-agents"
 
     def make(self, replies: list[Reply]) -> Any:
         from agents import Agent, function_tool
@@ -284,7 +287,7 @@ class OpenAIAgents(Harness):
 
 class LangGraph(Harness):
     framework = "langgraph"
-    requires = ("langgraph", "langchain")
+    extra = "langgraph"
 
     def make(self, replies: list[Reply]) -> Any:
         from langchain.agents import create_agent
@@ -336,7 +339,7 @@ class LangGraph(Harness):
 
 class Adk(Harness):
     framework = "adk"
-    requires = ("google.adk",)
+    extra = "adk"
 
     def make(self, replies: list[Reply]) -> Any:
         from adk_fakes import Turn, scripted

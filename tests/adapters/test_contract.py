@@ -17,6 +17,7 @@ from typing import Any, get_args
 
 import pytest
 from contract_harnesses import HARNESSES, Harness, Reply
+from needs import skip_reason
 from support import wait_until
 
 import nbagent
@@ -42,7 +43,7 @@ HOOKS = (
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     made = request.param()
     if not made.available():
-        pytest.skip(f"the {made.framework} source needs {', '.join(made.requires)} installed")
+        pytest.skip(skip_reason(f"the {made.framework} source", [made.extra]))
     gap = GAPS.get((request.node.originalname, made.framework))
     if gap is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=gap))

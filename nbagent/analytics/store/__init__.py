@@ -1,14 +1,14 @@
 """``RunStore``: every run persisted to SQLite as it happens, so a dead kernel loses no finished step.
 
 ``nbagent.start(agent, task, store=RunStore("runs.db"))`` (or ``nbagent.configure(store=...)``)
-adds the store's sink to the run. The sink folds the run's events with its own ``Recorder`` (the
-one place that decides what a run looked like) and marks each row as it changes, queueing a
-commit at every point where the run may then wait or end: the run's start, its wait for its
-agent and the end of that wait, a step's start and finish, a tool call's start, the run's end (a
-call's result rides with the next commit, which follows at once). So a ``kill -9`` keeps every
-step finished before the last moment (the writer commits what it is given within 50 ms and a
-transaction; a returned record's rows are all committed), and even shows the step and the tool
-call the process died in, with the text the model had streamed in it (written every
+adds the store's sink to the run. The sink reads the run's own record (its ``Recorder``, the one
+place that decides what a run looked like, which folds each event once) and marks each row as it
+changes, queueing a commit at every point where the run may then wait or end: the run's start, its
+wait for its agent and the end of that wait, a step's start and finish, a tool call's start, the
+run's end (a call's result rides with the next commit, which follows at once). So a ``kill -9``
+keeps every step finished before the last moment (the writer commits what it is given within 50 ms
+and a transaction; a returned record's rows are all committed), and even shows the step and the
+tool call the process died in, with the text the model had streamed in it (written every
 ``TEXT_INTERVAL_S``, half a second, while it streams).
 Usage is folded in memory and lands with its step.
 
@@ -16,7 +16,7 @@ Durability: the database is in WAL mode with ``synchronous=NORMAL``, which keeps
 through a crash of the process (``kill -9``, a dead kernel); ``RunStore(path, synchronous="FULL")``
 also survives a power cut, at the price of an fsync per commit.
 
-The sink only folds events and queues commit points: the rows are built and written in order on
+The sink only marks rows and queues commit points: the rows are built and written in order on
 a thread of the store's own ("nbagent-store", started when there is something to write and gone
 when there is not), so a slow or locked database never holds up the runner's loop, and with it
 every run and every Stop. Commits are grouped: whatever the runs sharing the store queued while

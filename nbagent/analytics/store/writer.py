@@ -1,8 +1,9 @@
 """How a run gets into the store while it runs: its sink, the store's writer thread, and who writes.
 
 Part of ``nbagent.analytics.store`` (which holds the ``RunStore`` API and explains the design). The sink
-(``RunWriter``) runs on the runner's loop thread: it folds events with its own ``Recorder`` and
-notes what changed, so the loop never waits on the database. The rows are built and written in
+(``RunWriter``) runs on the runner's loop thread: it notes which rows each event changed in the
+run's record (the run's own ``Recorder``'s, which has folded the event already), so the loop
+never waits on the database. The rows are built and written in
 order by ``WriteQueue`` (``nbagent.analytics.store.commits``), one thread per store that exists
 only while there is work.
 
@@ -33,7 +34,7 @@ from nbagent.analytics.store.schema import (
     step_row,
 )
 from nbagent.recorder import Recorder
-from nbagent.records import RunRecord, StepRecord
+from nbagent.records import RunRecord
 from nbagent.runtime.source import Sink
 
 if TYPE_CHECKING:
@@ -54,13 +55,19 @@ _TEXT_COLUMN = list(STEP_COLUMNS).index("model_output")
 
 
 class RunWriter(Sink):
-    """The sink of one run: folds its events and queues the rows that changed.
+    """The sink of one run: notes the rows its events change and queues them.
 
-    Called on the runner's loop thread, in event order: it folds the event and notes which rows
-    it changed (the run, a step, a tool call). The rows are built from the record when the
-    store's writer thread takes them, under the sink's lock (so a row never shows half an
-    event), and a row changed several times while the writer was busy is built and written
-    once: under load a step's start and end, or a call's, become one row.
+    Called on the runner's loop thread, in event order: it notes which rows the event changed
+    (the run, a step, a tool call) in the run's record. That is the run's own ``Recorder``'s
+    (``follow``), which folded the event before the sink was told, so a step costs one fold;
+    a sink used alone (no run gave it one) folds the events with a ``Recorder`` of its own. The
+    rows are built from the record when the store's writer thread takes them, holding the
+    record still (``Recorder.held``: a row never shows half an event), and a row changed several
+    times while the writer was busy is built and written once: under load a step's start and end,
+    or a call's, become one row. A row built then may show an event the sink has not been told
+    yet (the one being fanned out): it is the truth a moment early, and it is written again with
+    the event's own commit point; only the run's end waits for the sink (its row is held back
+    until the sink has marked the steps and calls the end closed).
 
     A commit point is queued wherever the run may then wait a long time or end: the run's start,
     its wait for its agent and the end of that wait (which moves its ``started_at``), a step's
@@ -76,6 +83,8 @@ class RunWriter(Sink):
     def __init__(self, store: RunStore) -> None:
         self._store = store
         self._recorder = Recorder()
+        self._folds = True
+        """Folds each event into ``_recorder``: no run gave the sink its own recorder (``follow``)."""
         self._run_id: str | None = None
         self._behind = False
         """Set by the writer thread when a write failed (its rows are back in ``_dirty``); cleared
@@ -95,6 +104,13 @@ class RunWriter(Sink):
     def __repr__(self) -> str:
         return f"<RunStore sink {self._store.path} run={self._run_id}>"
 
+    def follow(self, recorder: Recorder) -> None:
+        """Read the run's record from ``recorder`` (which folds each event before the sink is
+        told it) instead of folding a copy. Before the first event only."""
+        with self._lock:
+            if self._recorder.live is None:
+                self._recorder, self._folds = recorder, False
+
     @property
     def _record(self) -> RunRecord:
         # The record being built, not a copy: this sink runs on the loop thread between events.
@@ -105,7 +121,8 @@ class RunWriter(Sink):
     def __call__(self, event: ev.RunEvent) -> None:
         kind = type(event)
         with self._lock:
-            self._recorder.apply(event)
+            if self._folds:
+                self._recorder.apply(event)
             if kind is ev.TextDelta:
                 self._text_changed(event.step)
                 return
@@ -180,31 +197,36 @@ class RunWriter(Sink):
         with self._lock:
             keys, self._dirty = self._dirty, set()
             self._waiting = None  # a commit point from now on queues a job of its own
-            record = self._recorder.live
-            if record is None or not keys:
-                return keys, []
-            rows: list[Row] = []
-            for key in sorted(keys):
-                if not key:
-                    rows.append((PUT_RUN, run_row(record, this_writer())))
+            with self._recorder.held() as record:
+                return keys, self._rows(record, keys)
+
+    def _rows(self, record: RunRecord | None, keys: set[tuple[int, ...]]) -> list[Row]:
+        """Under both locks: the rows of ``keys`` as they stand in ``record``."""
+        rows: list[Row] = []
+        if record is None:
+            return rows
+        for key in sorted(keys):
+            if not key:
+                if record.ended_at is not None and not self._ended:
+                    # Ended, but the sink has not marked what the end closed: with its commit point.
+                    self._dirty.add(key)
+                    keys.discard(key)
                     continue
-                step = self._find_step(key[0])
-                if step is None:
-                    continue
-                if len(key) == 1:
-                    row = step_row(record.run_id, step)
-                    if step.end_s is None:  # in progress: with the text streamed so far
-                        row = (
-                            *row[:_TEXT_COLUMN],
-                            self._recorder.live_text(step.number),
-                            *row[_TEXT_COLUMN + 1 :],
-                        )
-                    rows.append((PUT_STEP, row))
-                elif key[1] < len(step.tool_calls):
-                    rows.append(
-                        (PUT_CALL, call_row(record.run_id, step.number, key[1], step.tool_calls[key[1]]))
-                    )
-            return keys, rows
+                rows.append((PUT_RUN, run_row(record, this_writer())))
+                continue
+            step = self._recorder.step(key[0])
+            if step is None:
+                continue
+            if len(key) == 1:
+                row = step_row(record.run_id, step)
+                if step.end_s is None:  # in progress: with the text streamed so far
+                    text = self._recorder.shown_text(step.number)
+                    row = (*row[:_TEXT_COLUMN], text, *row[_TEXT_COLUMN + 1 :])
+                rows.append((PUT_STEP, row))
+            elif key[1] < len(step.tool_calls):
+                call = step.tool_calls[key[1]]
+                rows.append((PUT_CALL, call_row(record.run_id, step.number, key[1], call)))
+        return rows
 
     def _untake(self, keys: set[tuple[int, ...]]) -> None:
         """On the writer thread: the write of these rows failed; the next commit writes them."""
@@ -298,12 +320,6 @@ class RunWriter(Sink):
                 live_run_ids.discard(run_id)
         self._store._writes_queued(run_id, -1)
 
-    def _find_step(self, number: int) -> StepRecord | None:
-        for step in reversed(self._record.steps):
-            if step.number == number:
-                return step
-        return None
-
     def _changed(self, event: ev.RunEvent) -> list[tuple[int, ...]]:
         """The rows ``event`` changed: () the run, (step,) a step, (step, seq) a tool call."""
         kind = type(event)
@@ -316,7 +332,7 @@ class RunWriter(Sink):
             self._open_steps.clear()
             self._open_calls.clear()
             return [*keys, ()]
-        step = self._find_step(event.step)
+        step = self._recorder.step(event.step)
         if step is None:
             return []
         if kind is ev.StepStarted or kind is ev.StepFinished:

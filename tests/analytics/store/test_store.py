@@ -860,3 +860,52 @@ def test_a_run_written_on_another_machine_with_the_same_host_name_reads_as_runni
         "elsewhere": "running",
         "here": "unfinished",
     }
+
+
+def test_the_store_keeps_up_with_the_runner_each_event_is_folded_once(tmp_path, monkeypatch):
+    """Issue 26, item 13: the store's sink reads the run's own record instead of folding a copy
+    of every event on the runner's loop; what it stores is unchanged."""
+    from nbagent.recorder import Recorder
+
+    folded: list[type] = []
+    apply = Recorder.apply
+
+    def counting(self, event):
+        folded.append(type(event))
+        apply(self, event)
+
+    monkeypatch.setattr(Recorder, "apply", counting)
+    events: list[nbagent.events.RunEvent] = []
+    with RunStore(tmp_path / "runs.db") as store:
+        record = success(store=store, sinks=[events.append])
+        assert len(folded) == len(events)  # one fold per event: the run's
+        assert dataclasses.asdict(store.record(record.run_id)) == dataclasses.asdict(record)
+
+
+def test_a_run_row_ended_before_its_sink_was_told_waits_for_the_end_commit(tmp_path, monkeypatch):
+    """A row built while the end is being fanned out shows the run ended only once the sink has
+    marked the steps the end closed, so a kill -9 then never leaves an ended run with open steps."""
+    from datetime import datetime, timezone
+
+    from nbagent import events as ev
+    from nbagent.recorder import Recorder
+
+    with RunStore(tmp_path / "runs.db") as store:
+        monkeypatch.setattr(store._queue, "put", lambda job: None)  # this test takes the rows itself
+        recorder, sink = Recorder(), store.sink()
+        sink.follow(recorder)
+        for event in (
+            ev.RunStarted("r1", 0, 0.0, "task", "agent", "model", datetime.now(timezone.utc)),
+            ev.StepStarted("r1", 1, 0.1, "action"),
+        ):
+            recorder.apply(event)
+            sink(event)
+        sink._take_rows()  # written: nothing is marked changed now
+        sink._dirty.add(())  # as if the run row changed again (a dequeue, say)
+        recorder.apply(ev.RunFinished("r1", 1, 0.2, "interrupted", None, None, None, None))
+        keys, rows = sink._take_rows()  # the writer, between the fold and the sink's turn
+        assert rows == [] and sink._dirty == {()}
+        sink(ev.RunFinished("r1", 1, 0.2, "interrupted", None, None, None, None))
+        keys, rows = sink._take_rows()
+        assert keys == {(), (1,)} and len(rows) == 2
+        monkeypatch.undo()
