@@ -226,7 +226,7 @@ def test_a_version_3_store_migrates_and_keeps_approvals_and_model_ends(tmp_path)
     with sqlite3.connect(path) as conn:
         conn.executescript(VERSION_1 + VERSION_2_CHANGES + MIGRATIONS[2] + "PRAGMA user_version = 3;")
     store = RunStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 6
+    assert store.schema_version == SCHEMA_VERSION == 7
     assert all(s.model_ended_at is None for r in store.records() for s in r.steps)
     assert all(c.approval is None for r in store.records() for c in r.tool_calls)
     _, policy = seen_by_model()

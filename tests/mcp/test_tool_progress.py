@@ -132,9 +132,9 @@ def test_late_and_broken_reports_change_nothing() -> None:
 
 FORK_COLUMNS = [
     ("runs", "forked_from_run_id"), ("runs", "forked_at_step"), ("runs", "fork_data"),
-    ("steps", "fork_point"),
+    ("steps", "fork_point"), ("steps", "nodes"),
 ]  # fmt: skip
-"""What version 5 added (``MIGRATIONS[5]``)."""
+"""What versions 5 and 6 added (``MIGRATIONS[5]``, ``MIGRATIONS[6]``)."""
 
 
 def test_the_store_keeps_progress_and_logs_and_migrates_a_version_4_store(tmp_path) -> None:
@@ -157,7 +157,7 @@ def test_the_store_keeps_progress_and_logs_and_migrates_a_version_4_store(tmp_pa
     old = RunStore(path, readonly=True).record(first.run_id).tool_calls[0]
     assert (old.progress, old.logs, old.logs_dropped) == (None, [], 0)
     migrated = RunStore(path)
-    assert migrated.schema_version == SCHEMA_VERSION == 6
+    assert migrated.schema_version == SCHEMA_VERSION == 7
     second = crunched(store=migrated)
     assert migrated.record(second.run_id).tool_calls[0].progress == second.tool_calls[0].progress
     assert SECRET not in path.read_bytes().decode("utf-8", "replace")

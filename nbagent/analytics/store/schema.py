@@ -30,11 +30,11 @@ from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
-from nbagent.records import RunRecord, StepRecord, ToolCallRecord, ToolProgress
+from nbagent.records import NodeRecord, RunRecord, StepRecord, ToolCallRecord, ToolProgress
 from nbagent.secrets import scrub
 from nbagent.text import clean, safe_text
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE runs (
@@ -84,6 +84,7 @@ CREATE TABLE steps (
     retries INTEGER NOT NULL DEFAULT 0,
     model_ended_at TEXT,
     fork_point TEXT,
+    nodes TEXT,
     PRIMARY KEY (run_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE tool_calls (
@@ -151,6 +152,10 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE runs ADD COLUMN forked_at_step INTEGER;
         ALTER TABLE runs ADD COLUMN fork_data TEXT;
         ALTER TABLE steps ADD COLUMN fork_point TEXT;
+    """,
+    # Version 6 did not keep a step's node lines (graph nodes, sub-agents: not tool calls).
+    6: """
+        ALTER TABLE steps ADD COLUMN nodes TEXT;
     """,
 }
 """``MIGRATIONS[n]`` turns a version ``n`` store into version ``n + 1``."""
@@ -324,6 +329,7 @@ def step_row(run_id: str, step: StepRecord) -> tuple[Any, ...]:
         step.retries,
         iso(step.model_ended_at),
         to_json(step.fork_point),
+        _nodes_json(step.nodes),
     )
 
 
@@ -347,6 +353,60 @@ def call_row(run_id: str, step: int, seq: int, call: ToolCallRecord) -> tuple[An
         _progress_json(call.progress),
         to_json({"lines": call.logs, "dropped": call.logs_dropped}) if call.logs else None,
     )
+
+
+def _nodes_json(nodes: list[NodeRecord]) -> str | None:
+    """A step's node lines as one JSON list (``None`` for a step without any: most steps)."""
+    if not nodes:
+        return None
+    return to_json(
+        [
+            {
+                "node_id": n.node_id,
+                "name": n.name,
+                "started_at": iso(n.started_at),
+                "start_s": n.start_s,
+                "status": n.status,
+                "output": n.output,
+                "error": n.error,
+                "ended_at": iso(n.ended_at),
+                "end_s": n.end_s,
+            }
+            for n in nodes
+        ]
+    )
+
+
+def _nodes_of(text: Any) -> list[NodeRecord]:
+    """A ``nodes`` column back as node lines; what is not one (a foreign writer, damage) is left out."""
+    value = from_json(text)
+    nodes = []
+    for item in value if isinstance(value, list) else ():
+        started = _stamp(item.get("started_at")) if isinstance(item, dict) else None
+        if started is None or not isinstance(item.get("start_s"), (int, float)):
+            continue
+        nodes.append(
+            NodeRecord(
+                node_id=str(item.get("node_id")),
+                name=str(item.get("name")),
+                started_at=started,
+                start_s=item["start_s"],
+                status=item.get("status"),
+                output=item.get("output"),
+                error=item.get("error"),
+                ended_at=_stamp(item.get("ended_at")),
+                end_s=item.get("end_s"),
+            )
+        )
+    return nodes
+
+
+def _stamp(value: Any) -> datetime | None:
+    """An ISO time inside a JSON column, or ``None`` for anything else."""
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _progress_json(progress: ToolProgress | None) -> str | None:
@@ -469,6 +529,7 @@ def read_records(
             retries=row[13],
             model_ended_at=_time(row[14]),
             fork_point=from_json(row[15]),
+            nodes=_nodes_of(row[16]),
         )
         run.steps.append(step)
         steps[(row[0], row[1])] = step

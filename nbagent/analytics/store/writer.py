@@ -130,6 +130,9 @@ class RunWriter(Sink):
                 return  # folded in memory; written with the step
             if kind is ev.ToolCallProgress or kind is ev.ToolCallLog:
                 return  # folded in memory; written with the call when it ends
+            if kind is ev.NodeStarted or kind is ev.NodeFinished:
+                self._dirty.add((event.step,))  # the step's row holds its nodes: the next commit writes it
+                return
             changed = self._changed(event)
             self._dirty.update(changed)
             if kind is ev.RunStarted:

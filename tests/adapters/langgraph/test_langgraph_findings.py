@@ -93,6 +93,37 @@ def test_graph_nodes_are_node_lines_not_tool_calls_nor_counted_by_max_tool_calls
     assert "plan" in step_html(record.steps[0]) and "◇ plan" in str(record) and "◇ plan" in out.getvalue()
 
 
+def test_a_stored_run_keeps_its_node_lines_and_an_older_store_reads_without_them(tmp_path) -> None:
+    """The store writes a step's nodes with its row (schema 7); a version 6 file, which has no
+    ``nodes`` column, reads back with none and migrates."""
+    import dataclasses
+    import sqlite3
+
+    from nbagent.analytics.store import SCHEMA_VERSION, RunStore
+
+    path = tmp_path / "runs.db"
+    store = RunStore(path)
+    record = nbagent.run(_three_nodes(), {"topics": []}, display=False, store=store)
+    stored = store.record(record.run_id)
+    assert [(n.name, n.status) for s in stored.steps for n in s.nodes] == [
+        ("plan", "ok"), ("write", "ok"), ("check", "ok")
+    ]  # fmt: skip
+    assert [dataclasses.asdict(n) for s in stored.steps for n in s.nodes] == [
+        dataclasses.asdict(n) for s in record.steps for n in s.nodes
+    ]
+    store.close()
+    with sqlite3.connect(path) as conn:  # the file as version 6 wrote it
+        conn.execute("ALTER TABLE steps DROP COLUMN nodes")
+        conn.execute("PRAGMA user_version = 6")
+    old = RunStore(path, readonly=True).record(record.run_id)
+    assert [n for s in old.steps for n in s.nodes] == [] and len(old.steps) == len(record.steps)
+    migrated = RunStore(path)
+    assert migrated.schema_version == SCHEMA_VERSION == 7
+    again = nbagent.run(_three_nodes(), {"topics": []}, display=False, store=migrated)
+    assert len([n for s in migrated.record(again.run_id).steps for n in s.nodes]) == 3
+    migrated.close()
+
+
 def test_run_result_is_what_ainvoke_returns_with_the_output_schema() -> None:
     class Question(TypedDict):
         q: str
