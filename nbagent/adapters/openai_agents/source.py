@@ -372,34 +372,22 @@ def reporting_tool_errors(run_config: Any, translator: Translator) -> Any:
     function tool raised (the SDK shows the model a fixed text and keeps the exception from its
     logs and traces: its formatter is the one place that sees it), then answers as the user's own
     formatter would, or with the SDK's default message when there is none."""
-    from agents import RunConfig
-
-    if run_config is None:
-        run_config = RunConfig()
-    own = run_config.get("tool_error_formatter") if isinstance(run_config, dict) else None
-    if isinstance(run_config, RunConfig):
-        own = run_config.tool_error_formatter
+    own = _config_field(run_config, "tool_error_formatter")
 
     def formatter(args: Any) -> Any:
         if args.kind == "tool_exception" and args.error is not None:
             translator.tool_raised(str(args.call_id), args.error)
         return own(args) if own is not None else None
 
-    if isinstance(run_config, dict):
-        return {**run_config, "tool_error_formatter": formatter}
-    if isinstance(run_config, RunConfig):
-        return dataclasses.replace(run_config, tool_error_formatter=formatter)
-    return run_config  # not a run config: the SDK refuses it with its own message
+    return _with_config_field(run_config, "tool_error_formatter", formatter)
 
 
 def with_usage_asked(agent: Any, run_config: Any) -> Any:
     """``run_config`` with ``include_usage=True`` in its model settings, so a chat-completions
     server streams usage; unchanged when it, or an agent of the run, sets ``include_usage``."""
-    from agents import ModelSettings, RunConfig
+    from agents import ModelSettings
 
-    settings = run_config.get("model_settings") if isinstance(run_config, dict) else None
-    if isinstance(run_config, RunConfig):
-        settings = run_config.model_settings
+    settings = _config_field(run_config, "model_settings")
     if raw_field(settings, "include_usage") is not None or _sets_include_usage(agent, set()):
         return run_config
     if isinstance(settings, dict):
@@ -408,12 +396,29 @@ def with_usage_asked(agent: Any, run_config: Any) -> Any:
         settings = ModelSettings(include_usage=True)
     else:
         settings = dataclasses.replace(settings, include_usage=True)
-    if run_config is None:
-        return RunConfig(model_settings=settings)
-    if isinstance(run_config, dict):
-        return {**run_config, "model_settings": settings}
+    return _with_config_field(run_config, "model_settings", settings)
+
+
+def _config_field(run_config: Any, name: str) -> Any:
+    """Field ``name`` of a run config given as a ``RunConfig``, a dict of its fields, or ``None``."""
+    from agents import RunConfig
+
     if isinstance(run_config, RunConfig):
-        return dataclasses.replace(run_config, model_settings=settings)
+        return getattr(run_config, name)
+    return run_config.get(name) if isinstance(run_config, dict) else None
+
+
+def _with_config_field(run_config: Any, name: str, value: Any) -> Any:
+    """A copy of ``run_config`` (a ``RunConfig``, a dict of its fields, or ``None``: a fresh one)
+    with field ``name`` set to ``value``; the user's own config is never changed."""
+    from agents import RunConfig
+
+    if run_config is None:
+        return RunConfig(**{name: value})
+    if isinstance(run_config, dict):
+        return {**run_config, name: value}
+    if isinstance(run_config, RunConfig):
+        return dataclasses.replace(run_config, **{name: value})
     return run_config  # not a run config: the SDK refuses it with its own message
 
 
