@@ -34,6 +34,7 @@ from nbagent.adapters.adk.records import (
 )
 from nbagent.context import RunContext
 from nbagent.guardrails.approvals import denial_observation
+from nbagent.guardrails.limits import tool_call_allowed
 
 ABANDONED_ERROR = "stopped: the sync tool goes on in ADK's thread pool until it returns"
 """The error of a sync tool's call a Stop cut: Python cannot stop a thread, so it runs on."""
@@ -425,6 +426,10 @@ def make_watcher(translator: Translator, ctx: RunContext, abort: Any) -> Any:
             if not self.mine(tool_context):
                 return None
             translator.tool_began(getattr(tool_context, "function_call_id", None), is_sync_tool(tool))
+            if ctx.scope.interrupted or not tool_call_allowed(ctx.scope):
+                # over ``max_tool_calls`` (or stopped): the budget's trip cancels the run, and the
+                # event that reports the call can reach the budget after a fast tool already ran
+                await asyncio.Event().wait()  # cancelled as the run unwinds
             return await held(tool, tool_args, tool_context)
 
         async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> Any:
