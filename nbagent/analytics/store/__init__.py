@@ -22,7 +22,9 @@ when there is not), so a slow or locked database never holds up the runner's loo
 every run and every Stop. Commits are grouped: whatever the runs sharing the store queued while
 the thread was writing goes in its next transaction, begun at most every ``GROUP_WINDOW_S``
 (50 ms) while work keeps coming, each row once (``commits.WriteQueue``): a hundred runs share
-commits instead of queueing one each, and a run's commit points meanwhile share one job. The
+commits instead of queueing one each, and a run's commit points meanwhile share one job. A loop
+so busy that the thread cannot get the GIL back (runs that never wait for a model) lends it its
+turn at a commit point once rows have waited 60 ms (``WriteQueue.lend``). The
 runner waits (without blocking its loop, and for a bounded time) until a run's rows are written
 before it hands back the record, so a returned record is a stored one.
 

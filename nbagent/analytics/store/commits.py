@@ -9,7 +9,6 @@ changed many times while the thread was busy is built and written once.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -35,17 +34,19 @@ def _rows_per_statement() -> int:
 
 
 ROWS_PER_STATEMENT = _rows_per_statement()
-_many: dict[str, str] = {}
-"""The text of each statement for a full chunk of ``ROWS_PER_STATEMENT`` rows (one per statement)."""
+
+CHUNKS = (ROWS_PER_STATEMENT, *(n for n in (256, 64, 16, 4, 1) if n < ROWS_PER_STATEMENT))
+"""The row counts a statement is written with: any number of rows is a few statements of these
+sizes, so each table has a handful of texts, each compiled once (SQLite compiles a statement of a
+thousand rows in about as long as it takes to run it) and kept in sqlite3's statement cache."""
+
+_texts: dict[tuple[str, int], str] = {}
+"""The text of each statement for each size in ``CHUNKS``."""
 
 
 def _rows_text(statement: str, n: int) -> str:
     values = statement[statement.index(" VALUES ") + 8 :]
     return statement + f", {values}" * (n - 1)
-
-
-_some_rows_text = functools.lru_cache(maxsize=32)(_rows_text)
-"""The texts for fewer rows: their count varies with load, so only the recent ones are kept."""
 
 
 def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
@@ -56,15 +57,25 @@ def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
     here: about 50 µs a row under load, most of a batch's store time). One statement per few
     hundred rows waits once. Rows of one key later in the list replace earlier ones, in order.
     """
-    for start in range(0, len(rows), ROWS_PER_STATEMENT):
-        chunk = rows[start : start + ROWS_PER_STATEMENT]
-        if len(chunk) == ROWS_PER_STATEMENT:
-            text = _many.get(statement)
+    start = 0
+    for size in CHUNKS:
+        while len(rows) - start >= size:
+            text = _texts.get((statement, size))
             if text is None:
-                text = _many[statement] = _rows_text(statement, ROWS_PER_STATEMENT)
-        else:
-            text = _some_rows_text(statement, len(chunk))
-        conn.execute(text, [value for row in chunk for value in row])
+                text = _texts[(statement, size)] = _rows_text(statement, size)
+            conn.execute(text, [value for row in rows[start : start + size] for value in row])
+            start += size
+
+
+def put_all(conn: Any, rows: list[Row]) -> None:
+    """Write ``rows`` (statements and parameters, in order) with ``put_rows``: one statement per
+    table and few hundred rows, each table's rows in their order, the tables in the order they first
+    appear (a run's row before its steps', a step's before its calls')."""
+    by_statement: dict[str, list[tuple[Any, ...]]] = {}
+    for statement, params in rows:
+        by_statement.setdefault(statement, []).append(params)
+    for statement, params_list in by_statement.items():
+        put_rows(conn, statement, params_list)
 
 
 class RowsJob:
@@ -92,6 +103,20 @@ GROUP_LIMIT = 2000
 """At most this many runs' commit points share one transaction (a bound on how long one holds the
 database's write lock)."""
 
+LEND_AFTER_S = 0.06
+"""A commit point queued this long ago and not taken yet (longer than ``GROUP_WINDOW_S``): the
+writer thread is starved of the GIL (``WriteQueue.lend``)."""
+
+LEND_SLICE_S = 0.05
+"""A lend goes on while the writer did something in its last slice of this long..."""
+
+LEND_MAX_S = 0.25
+"""... up to this long in all: the longest the runner's loop waits for the writer in one lend."""
+
+LEND_PAUSE_S = 1.0
+"""After a ``lend`` in which the writer did nothing, it is held up by the database, not starved
+of the GIL: no lend for this long."""
+
 
 class WriteQueue:
     """Jobs done in order on one thread that exists only while there is work.
@@ -118,6 +143,19 @@ class WriteQueue:
         self._hurry = threading.Event()
         """Set when someone waits for the queued rows: the next transaction begins at once."""
         self._write = write
+        self._queued_at: float | None = None
+        """When the oldest job not taken yet was queued (``time.monotonic``)."""
+        self._round_at: float | None = None
+        """When the oldest job of the round the thread is writing was queued."""
+        self._rounds_taken = 0
+        self._rounds_done = 0
+        """Rounds of jobs taken and written by the thread: what ``lend`` waits on."""
+        self._round_done = threading.Condition(self._lock)
+        self._ticks = 0
+        """Bumped by the thread as it takes and writes jobs: a lend that sees none was no use."""
+        self._lend_paused_until = 0.0
+        self.lent_s = 0.0
+        """Seconds the runner's loop waited in ``lend`` (for tests and benchmarks)."""
         self.commits = 0
         """Transactions of rows written so far (for tests and benchmarks)."""
         self.jobs = 0
@@ -125,6 +163,8 @@ class WriteQueue:
 
     def put(self, job: Callable[[], None] | RowsJob | Future[None]) -> None:
         with self._lock:
+            if not self._jobs:
+                self._queued_at = time.monotonic()
             self._jobs.append(job)
             if type(job) is RowsJob:
                 self.jobs += 1
@@ -134,6 +174,41 @@ class WriteQueue:
                 return
             self._busy = True
         threading.Thread(target=self._serve, name="nbagent-store", daemon=True).start()
+
+    def lend(self) -> None:
+        """On the runner's loop, at a commit point: when the jobs queued have waited more than
+        ``LEND_AFTER_S``, wait (up to ``LEND_MAX_S``) until the thread has written them.
+
+        Why: a thread that gives the GIL up (each SQLite call does, and so does its wait between
+        transactions) gets it back only when the thread holding it blocks. An asyncio loop with
+        work ready never blocks: it gives the GIL up at every turn (its ``select(0)``) and takes
+        it back before the woken writer can, so under a busy loop the writer waits hundreds of
+        milliseconds per call (measured: a median of 340 ms, 2 s at worst) and the store falls
+        seconds behind. Blocked here, the loop leaves the GIL to the writer for one round. A loop
+        that waits for models or tools blocks often, its writer keeps up, and it never lends. A
+        lend in which the writer did nothing means a slow or locked database, not a starved
+        thread: no lend then for ``LEND_PAUSE_S``, so such a database costs the loop at most 5 %
+        of its time."""
+        now = time.monotonic()
+        with self._lock:
+            queued, writing = self._queued_at, self._round_at
+            since = min(queued or now, writing or now)
+            if now - since < LEND_AFTER_S or now < self._lend_paused_until:
+                return
+            # the round that takes the waiting jobs, else the one being written
+            target = self._rounds_taken + (queued is not None)
+            self._hurry.set()  # no group window: the loop waits
+            while True:
+                ticks = self._ticks
+                if self._round_done.wait_for(lambda: self._rounds_done >= target, LEND_SLICE_S):
+                    break
+                end = time.monotonic()
+                if self._ticks == ticks:  # held up by the database
+                    self._lend_paused_until = end + LEND_PAUSE_S
+                    break
+                if end - now >= LEND_MAX_S:
+                    break
+            self.lent_s += time.monotonic() - now
 
     def passed(self) -> Future[None]:
         """A future that completes once every job queued so far has run (jobs queued later, by
@@ -166,6 +241,8 @@ class WriteQueue:
                 jobs = list(self._jobs)
                 self._jobs.clear()
                 self._hurry.clear()
+                self._round_at, self._queued_at = self._queued_at, None
+                self._rounds_taken += 1
             began = time.monotonic()
             group: list[RowsJob] = []
             # Runs waiting for their rows: told once the group holding the jobs queued before
@@ -193,6 +270,10 @@ class WriteQueue:
                 except Exception:  # a job reports its own failures; this only keeps the queue going
                     logger.exception("nbagent: a store write failed")
             self._write_group(group, passed)
+            with self._lock:
+                self._rounds_done = self._rounds_taken
+                self._round_at = None
+                self._round_done.notify_all()
         for waiter in waiters:
             waiter.set_result(None)
 
@@ -209,14 +290,13 @@ class WriteQueue:
         if not group:
             return
         if len(group) > 1 and self._write is not None:
-            by_statement: dict[str, list[tuple[Any, ...]]] = {}
+            rows: list[Row] = []
             for job in group:
-                for statement, params in job.take():
-                    by_statement.setdefault(statement, []).append(params)
+                rows += job.take()
+                self._ticks += 1
 
             def write(conn: Any) -> None:
-                for statement, rows in by_statement.items():
-                    put_rows(conn, statement, rows)
+                put_all(conn, rows)
 
             try:
                 self._write(write)
@@ -228,6 +308,7 @@ class WriteQueue:
                     job.sink._written(job.last)
                 return
         for job in group:
+            self._ticks += 1
             try:
                 job.sink._commit(job)
                 self.commits += 1

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from nbagent import events as ev
-from nbagent.analytics.store.commits import GROUP_LIMIT, Row, RowsJob, WriteQueue
+from nbagent.analytics.store.commits import GROUP_LIMIT, Row, RowsJob, WriteQueue, put_all
 from nbagent.analytics.store.identity import live_lock, live_run_ids, this_writer, writer_gone
 from nbagent.analytics.store.schema import (
     PUT_CALL,
@@ -147,8 +147,7 @@ class RunWriter(Sink):
             if last:
                 self._ended = True
             job = self._job_to_queue(last)
-        if job is not None:
-            self._queue(job)
+        self._queue(job)
 
     def _job_to_queue(self, last: bool) -> RowsJob | None:
         """Under the lock: a new job for this commit point, or ``None`` when the job queued last
@@ -160,9 +159,14 @@ class RunWriter(Sink):
         job = self._waiting = RowsJob(self, last)
         return job
 
-    def _queue(self, job: RowsJob) -> None:
-        self._store._writes_queued(self._record.run_id, 1)
-        self._store._queue.put(job)
+    def _queue(self, job: RowsJob | None) -> None:
+        """A commit point (on the loop): queue ``job``, if it is a new one; a loop too busy to let
+        the writer thread run waits for it here (``WriteQueue.lend``)."""
+        queue = self._store._queue
+        if job is not None:
+            self._store._writes_queued(self._record.run_id, 1)
+            queue.put(job)
+        queue.lend()
 
     def _text_changed(self, step: int) -> None:
         """A step's text grew: write the step as it stands within ``TEXT_INTERVAL_S``, so a
@@ -191,8 +195,7 @@ class RunWriter(Sink):
             if self._behind:
                 return  # the next commit point writes it, with the rows of the write that failed
             job = self._job_to_queue(False)
-        if job is not None:
-            self._queue(job)
+        self._queue(job)
 
     def _take_rows(self) -> tuple[set[tuple[int, ...]], list[Row]]:
         """On the writer thread: the keys of the rows changed since the last take, and those rows
@@ -255,8 +258,7 @@ class RunWriter(Sink):
         whole = self._recorder.snapshot() if last and self._behind else None
 
         def write(conn: sqlite3.Connection) -> None:
-            for statement, params in rows:
-                conn.execute(statement, params)
+            put_all(conn, rows)  # few statements: each gives the GIL up to SQLite, and waits for it
 
         def rewrite(conn: sqlite3.Connection) -> None:
             assert whole is not None

@@ -177,17 +177,21 @@ def test_a_run_whose_store_is_closed_while_it_runs_ends_and_says_it_is_not_store
 
 
 def test_the_sql_texts_of_multi_row_writes_stay_few():
+    """Any number of rows is written with texts of a few fixed sizes (each compiled once), in
+    order, and with few statements."""
+
     class Conn:
         def execute(self, text, params):
-            seen.append((text.count("?"), len(params)))
+            assert text.count("?") == len(params)  # each text fits its rows
+            written.extend(params[::2])
+            calls.append(len(params) // 2)
 
-    seen: list[tuple[int, int]] = []
     statement = "INSERT OR REPLACE INTO t (a, b) VALUES (?, ?)"
-    commits._many.clear()
-    commits._some_rows_text.cache_clear()
-    for n in range(1, 300):
+    commits._texts.clear()
+    for n in [*range(1, 300), commits.ROWS_PER_STATEMENT * 2 + 5]:
+        written: list[int] = []
+        calls: list[int] = []
         commits.put_rows(Conn(), statement, [(i, i) for i in range(n)])
-    commits.put_rows(Conn(), statement, [(i, i) for i in range(commits.ROWS_PER_STATEMENT + 5)])
-    assert all(marks == params for marks, params in seen)  # each text fits its rows
-    assert len(commits._many) == 1  # the full chunk's text, once per statement
-    assert commits._some_rows_text.cache_info().currsize <= 32
+        assert written == list(range(n))
+        assert len(calls) <= n // commits.ROWS_PER_STATEMENT + 3 * len(commits.CHUNKS)
+    assert len(commits._texts) <= len(commits.CHUNKS)
