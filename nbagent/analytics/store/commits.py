@@ -49,13 +49,16 @@ def _rows_text(statement: str, n: int) -> str:
     return statement + f", {values}" * (n - 1)
 
 
-def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
+def put_rows(
+    conn: Any, statement: str, rows: list[tuple[Any, ...]], done: Callable[[], None] | None = None
+) -> None:
     """Write ``rows`` with few statements of many rows each (``VALUES (...), (...), ...``).
 
     Why not ``executemany``: Python's sqlite3 releases the GIL around every row's step, and a
     writer thread then waits for the busy runner loop to hand it back, once per row (measured
     here: about 50 µs a row under load, most of a batch's store time). One statement per few
     hundred rows waits once. Rows of one key later in the list replace earlier ones, in order.
+    ``done`` is called after each statement.
     """
     start = 0
     for size in CHUNKS:
@@ -65,9 +68,11 @@ def put_rows(conn: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
                 text = _texts[(statement, size)] = _rows_text(statement, size)
             conn.execute(text, [value for row in rows[start : start + size] for value in row])
             start += size
+            if done is not None:
+                done()
 
 
-def put_all(conn: Any, rows: list[Row]) -> None:
+def put_all(conn: Any, rows: list[Row], done: Callable[[], None] | None = None) -> None:
     """Write ``rows`` (statements and parameters, in order) with ``put_rows``: one statement per
     table and few hundred rows, each table's rows in their order, the tables in the order they first
     appear (a run's row before its steps', a step's before its calls')."""
@@ -75,7 +80,7 @@ def put_all(conn: Any, rows: list[Row]) -> None:
     for statement, params in rows:
         by_statement.setdefault(statement, []).append(params)
     for statement, params_list in by_statement.items():
-        put_rows(conn, statement, params_list)
+        put_rows(conn, statement, params_list, done)
 
 
 class RowsJob:
@@ -107,15 +112,18 @@ LEND_AFTER_S = 0.06
 """A commit point queued this long ago and not taken yet (longer than ``GROUP_WINDOW_S``): the
 writer thread is starved of the GIL (``WriteQueue.lend``)."""
 
+LEND_PROBE_S = 0.01
+"""A lend's first wait: a writer starved of the GIL moves within it, as the loop has let it go; one
+that does not is inside SQLite (a slow commit, a database locked by another writer)..."""
+
 LEND_SLICE_S = 0.05
-"""A lend goes on while the writer did something in its last slice of this long..."""
+"""... and after it, a lend goes on while the writer did something in its last slice of this long..."""
 
 LEND_MAX_S = 0.25
 """... up to this long in all: the longest the runner's loop waits for the writer in one lend."""
 
-LEND_PAUSE_S = 1.0
-"""After a ``lend`` in which the writer did nothing, it is held up by the database, not starved
-of the GIL: no lend for this long."""
+LEND_PAUSE_S = 0.1
+"""After a lend in which the writer did not move, no lend until it moves, or for this long."""
 
 
 class WriteQueue:
@@ -154,6 +162,7 @@ class WriteQueue:
         self._ticks = 0
         """Bumped by the thread as it takes and writes jobs: a lend that sees none was no use."""
         self._lend_paused_until = 0.0
+        self._lend_paused_ticks = -1
         self.lent_s = 0.0
         """Seconds the runner's loop waited in ``lend`` (for tests and benchmarks)."""
         self.commits = 0
@@ -186,29 +195,38 @@ class WriteQueue:
         milliseconds per call (measured: a median of 340 ms, 2 s at worst) and the store falls
         seconds behind. Blocked here, the loop leaves the GIL to the writer for one round. A loop
         that waits for models or tools blocks often, its writer keeps up, and it never lends. A
-        lend in which the writer did nothing means a slow or locked database, not a starved
-        thread: no lend then for ``LEND_PAUSE_S``, so such a database costs the loop at most 5 %
-        of its time."""
+        writer that does not move while the loop waits is inside SQLite (a slow commit, a database
+        locked by another writer), not starved: the lend ends, and none follows until the writer
+        moves or ``LEND_PAUSE_S`` has passed, so such a database costs the loop at most
+        ``LEND_PROBE_S`` every ``LEND_PAUSE_S``."""
         now = time.monotonic()
         with self._lock:
             queued, writing = self._queued_at, self._round_at
             since = min(queued or now, writing or now)
-            if now - since < LEND_AFTER_S or now < self._lend_paused_until:
+            if now - since < LEND_AFTER_S:
+                return
+            if self._ticks == self._lend_paused_ticks and now < self._lend_paused_until:
                 return
             # the round that takes the waiting jobs, else the one being written
             target = self._rounds_taken + (queued is not None)
             self._hurry.set()  # no group window: the loop waits
+            wait = LEND_PROBE_S
             while True:
                 ticks = self._ticks
-                if self._round_done.wait_for(lambda: self._rounds_done >= target, LEND_SLICE_S):
+                if self._round_done.wait_for(lambda: self._rounds_done >= target, wait):
                     break
                 end = time.monotonic()
-                if self._ticks == ticks:  # held up by the database
-                    self._lend_paused_until = end + LEND_PAUSE_S
+                if self._ticks == ticks:  # inside SQLite: not starved
+                    self._lend_paused_ticks, self._lend_paused_until = ticks, end + LEND_PAUSE_S
                     break
                 if end - now >= LEND_MAX_S:
                     break
+                wait = LEND_SLICE_S
             self.lent_s += time.monotonic() - now
+
+    def _tick(self) -> None:
+        """The thread moved (between SQLite calls): what a lend watches for."""
+        self._ticks += 1
 
     def passed(self) -> Future[None]:
         """A future that completes once every job queued so far has run (jobs queued later, by
@@ -243,6 +261,7 @@ class WriteQueue:
                 self._hurry.clear()
                 self._round_at, self._queued_at = self._queued_at, None
                 self._rounds_taken += 1
+                self._ticks += 1
             began = time.monotonic()
             group: list[RowsJob] = []
             # Runs waiting for their rows: told once the group holding the jobs queued before
@@ -269,6 +288,7 @@ class WriteQueue:
                     job()  # type: ignore[operator]
                 except Exception:  # a job reports its own failures; this only keeps the queue going
                     logger.exception("nbagent: a store write failed")
+                self._ticks += 1
             self._write_group(group, passed)
             with self._lock:
                 self._rounds_done = self._rounds_taken
@@ -296,13 +316,14 @@ class WriteQueue:
                 self._ticks += 1
 
             def write(conn: Any) -> None:
-                put_all(conn, rows)
+                put_all(conn, rows, self._tick)
 
             try:
                 self._write(write)
             except Exception as exc:
                 logger.debug("nbagent: a grouped store write failed (%s); writing run by run", exc)
             else:
+                self._ticks += 1
                 self.commits += 1
                 for job in group:
                     job.sink._written(job.last)
@@ -311,6 +332,7 @@ class WriteQueue:
             self._ticks += 1
             try:
                 job.sink._commit(job)
+                self._ticks += 1
                 self.commits += 1
             except Exception:
                 logger.exception("nbagent: a store write failed")
