@@ -7,7 +7,8 @@ changes, queueing a commit at every point where the run may then wait or end: th
 wait for its agent and the end of that wait, a step's start and finish, a tool call's start, the
 run's end (a call's result rides with the next commit, which follows at once). So a ``kill -9``
 keeps every step finished before the last moment (the writer commits what it is given within 50 ms
-and a transaction; a returned record's rows are all committed), and even shows the step and the
+and a transaction, about 0.2 s under a runner that never waits for a model; a returned record's
+rows are all committed), and even shows the step and the
 tool call the process died in, with the text the model had streamed in it (written every
 ``TEXT_INTERVAL_S``, half a second, while it streams).
 Usage is folded in memory and lands with its step.
