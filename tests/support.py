@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import nbagent
 from nbagent.models import ScriptedModel
 
@@ -28,6 +30,21 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
 ]
+
+
+def browser_marks(timeout_s: int | None = 300) -> list[pytest.MarkDecorator]:
+    """The marks of a module of tests that drive JupyterLab or Notebook 7 in headless Chromium:
+    the full install, the ``browser`` marker, a skip without Debian's Chromium, and a timeout
+    (``None``: the suite's own)."""
+    marks = [
+        pytest.mark.needs("test-all"),
+        pytest.mark.browser,
+        pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+    ]
+    if timeout_s is not None:
+        marks.append(pytest.mark.timeout(timeout_s))
+    return marks
+
 
 HANG_S = 3600.0
 """A wait no test lets run to its end: only a Stop ends it."""

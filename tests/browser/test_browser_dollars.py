@@ -12,17 +12,11 @@ the literal sentence and no typeset math in nbagent's outputs.
 
 from __future__ import annotations
 
-import pytest
-from support import CHROMIUM
+from support import browser_marks
 from test_browser_e2e import Lab, open_notebook, write_notebook
 from test_browser_e2e import lab as lab  # the JupyterLab server fixture
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks()
 
 NOTEBOOK = "dollars_e2e.ipynb"
 SAID = "It costs $5 today and $10 tomorrow."

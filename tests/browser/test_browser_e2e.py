@@ -32,19 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS, ROOT
+from support import CHROMIUM, CHROMIUM_ARGS, ROOT, browser_marks
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 QUICKSTART = ROOT / "notebooks" / "quickstart.ipynb"
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks()
 
 
 SERVERS = {"lab": "jupyterlab", "notebook": "notebook"}

@@ -17,8 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-from support import CHROMIUM, ROOT
+from support import ROOT, browser_marks
 from test_browser_e2e import Lab, _save, lab, open_notebook  # noqa: F401 (lab is a fixture)
 
 EXPLORE = ROOT / "notebooks" / "explore.ipynb"
@@ -34,12 +33,7 @@ ALIGNMENT = """(root) => [...root.querySelectorAll(
 ].map(e => getComputedStyle(e).textAlign)"""
 """The text alignment of the comparison's step text, tool calls, difference notes and task."""
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks()
 
 
 def test_browse_in_jupyterlab_opens_a_clicked_run_and_compares_two(lab: Lab, tmp_path: Path) -> None:  # noqa: F811

@@ -11,17 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from support import CHROMIUM
+from support import browser_marks
 from test_browser_e2e import Lab, _save, open_notebook, write_notebook
 from test_browser_e2e import lab as lab  # the JupyterLab server fixture
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks()
 
 NOTEBOOK = "guardrails_e2e.ipynb"
 

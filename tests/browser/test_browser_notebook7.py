@@ -16,15 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM
+from support import browser_marks
 from test_browser_e2e import Lab, _save, jupyter_server, open_notebook, write_notebook
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks()
 
 NOTEBOOK = "notebook7_e2e.ipynb"
 

@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-from support import CHROMIUM, CHROMIUM_ARGS, add, fast_model
+from support import CHROMIUM, CHROMIUM_ARGS, add, browser_marks, fast_model
 
 import nbagent
 from nbagent.models import ToolCall
 from nbagent.view.html import record_html
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+pytestmark = browser_marks(timeout_s=None)
 
 MEASURE = """() => [...document.querySelectorAll('.nbagent-bar')].map(bar => {
   const track = bar.getBoundingClientRect();

@@ -14,16 +14,11 @@ from pathlib import Path
 
 import end_states
 import pytest
-from support import CHROMIUM, CHROMIUM_ARGS
+from support import CHROMIUM, CHROMIUM_ARGS, browser_marks
 
 from nbagent.explore import compare, to_html
 
-pytestmark = [
-    pytest.mark.needs("test-all"),
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-    pytest.mark.timeout(120),
-]
+pytestmark = browser_marks(120)
 
 
 def _save(element, name: str, tmp_path: Path) -> None:
