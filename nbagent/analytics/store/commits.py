@@ -160,7 +160,8 @@ class WriteQueue:
         """Rounds of jobs taken and written by the thread: what ``lend`` waits on."""
         self._round_done = threading.Condition(self._lock)
         self._ticks = 0
-        """Bumped by the thread as it takes and writes jobs: a lend that sees none was no use."""
+        """Bumped by the thread between its SQLite calls (a round taken, a job, a statement, a
+        commit): a lend that sees it stand still knows the writer is inside SQLite, not starved."""
         self._lend_paused_until = 0.0
         self._lend_paused_ticks = -1
         self.lent_s = 0.0
