@@ -84,11 +84,15 @@ class RunLoopSide:
     _kept: Kept | None
 
     def _keep_cut_usage(self, ctx: RunContext) -> None:
-        """A step cut by a limit keeps the tokens it streamed, as an estimate."""
+        """A step cut by a limit keeps the tokens it streamed, as an estimate: whether the source
+        closed the cut step itself (flagged ``interrupted``) or left it for the runner to close."""
         live = self._recorder.live
-        if self._watcher is None or live is None or not live.steps or live.steps[-1].end_s is not None:
+        if self._watcher is None or live is None or not live.steps:
             return
-        step = live.steps[-1].number
+        last = live.steps[-1]
+        if last.end_s is not None and not last.interrupted:
+            return
+        step = last.number
         cut = self._watcher.cut_usage(step)
         if cut is not None:
             usage = ev.Usage(self.run_id, step, time.perf_counter(), cut[0], cut[1], "estimated")

@@ -20,17 +20,27 @@ from typing import Any
 from needs import missing_extras
 from support import HANG_S
 
+KEY = "sk-proj-" + "Zq7" * 12
+"""A credential ``boom`` puts in its error: no copy of a run may show it."""
+
+TOOLS = ("add", "wait", "boom", "final_answer")
+"""The tools of every harness's agent (smolagents' agents also have ``final_answer``, a tool in
+``agent.tools`` the model calls to answer): a record's tool calls are calls of these, never of a
+graph node or a sub-agent."""
+
 """A held reply or a closed gate waits this long: only a Stop (or the test's end) ends it."""
 
 
 @dataclass(frozen=True)
 class Reply:
     """One model reply: ``text`` streamed word by word, then ``call`` (a tool name and its
-    arguments) or, with ``hold``, a wait that only a Stop ends."""
+    arguments) or, with ``hold``, a wait that only a Stop ends; or, with ``fail``, an error."""
 
     text: str = ""
     call: tuple[str, dict[str, Any]] | None = None
     hold: bool = False
+    fail: str | None = None
+    """The model call raises ``RuntimeError(fail)`` instead of replying."""
 
     def words(self) -> list[str]:
         return [word + " " for word in self.text.split()]
@@ -80,7 +90,12 @@ class Harness:
         return "opened"
 
     def boom(self) -> str:
-        raise RuntimeError("boom")
+        raise RuntimeError(f"boom: the gateway refused key {KEY}")
+
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any] | None:
+        """The framework's own ``records_from_*`` of ``task`` run plainly (its own call, no
+        nbagent) by an agent made from ``replies``; ``None`` for a source with no call of its own."""
+        raise NotImplementedError
 
 
 class Native(Harness):
@@ -99,6 +114,8 @@ class Native(Harness):
             async def stream(self, messages: Any, tools: Any) -> AsyncIterator[Any]:
                 harness.sent.append(json.loads(json.dumps(list(messages), default=repr)))
                 reply = script.pop(0)
+                if reply.fail is not None:
+                    raise RuntimeError(reply.fail)
                 for word in reply.words():
                     yield ModelText(word)
                 if reply.hold:
@@ -124,6 +141,9 @@ class Native(Harness):
     def requests(self) -> list[Any]:
         return self.sent
 
+    def plain_records(self, replies: list[Reply], task: str) -> None:
+        return None  # nbagent's own agent: its record is its result
+
 
 class Smolagents(Harness):
     framework = "smolagents"
@@ -135,7 +155,9 @@ class Smolagents(Harness):
 
         turns = []
         for reply in replies:
-            if reply.hold:
+            if reply.fail is not None:
+                turns.append(Turn(error=RuntimeError(reply.fail)))
+            elif reply.hold:
                 turns.append(Turn(text=reply.text, hold_after=1))
             elif reply.call is not None:
                 turns.append(Turn(text=reply.text, tool_calls=[reply.call]))
@@ -175,6 +197,13 @@ class Smolagents(Harness):
     def requests(self) -> list[Any]:
         return self.model.prompts
 
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any]:
+        from nbagent.adapters import records_from_smolagents
+
+        agent = self.make(replies)
+        agent.run(task)
+        return records_from_smolagents(agent)
+
 
 class PydanticAI(Harness):
     framework = "pydantic-ai"
@@ -191,6 +220,8 @@ class PydanticAI(Harness):
         async def stream(messages: Any, info: Any) -> AsyncIterator[Any]:
             harness.sent.append(list(messages))
             reply = script.pop(0)
+            if reply.fail is not None:
+                raise RuntimeError(reply.fail)
             for word in reply.words():
                 yield word
             if reply.hold:
@@ -226,6 +257,17 @@ class PydanticAI(Harness):
         return [[dataclasses.replace(m, timestamp=None) if m.kind == "request" else m for m in sent]
                 for sent in self.sent]  # fmt: skip
 
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any]:
+        from nbagent.adapters import records_from_pydantic_ai
+
+        async def ignore(ctx: Any, events: AsyncIterator[Any]) -> None:
+            async for _ in events:
+                pass
+
+        # streamed, as nbagent runs it (the scripted model answers only streamed requests)
+        result = self.make(replies).run_sync(task, event_stream_handler=ignore)
+        return records_from_pydantic_ai(result)
+
 
 class OpenAIAgents(Harness):
     framework = "openai-agents"
@@ -255,7 +297,9 @@ class OpenAIAgents(Harness):
         steps = []
         for reply in replies:
             usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
-            if reply.hold:
+            if reply.fail is not None:
+                steps.append(ModelStep.raise_error(RuntimeError(reply.fail)))
+            elif reply.hold:
                 steps.append(held(reply.text))
             elif reply.call is not None:
                 call = function_call(reply.call[0], reply.call[1], call_id=f"call-{next(self.ids)}")
@@ -284,6 +328,13 @@ class OpenAIAgents(Harness):
     def requests(self) -> list[Any]:
         return [call.input for call in self.model.calls]
 
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any]:
+        from agents import Runner
+
+        from nbagent.adapters import records_from_openai_agents
+
+        return records_from_openai_agents(Runner.run_sync(self.make(replies), task))
+
 
 class LangGraph(Harness):
     framework = "langgraph"
@@ -299,6 +350,14 @@ class LangGraph(Harness):
             """Streams each reply; a held one hangs after its first words."""
 
             held: list[bool]
+            fails: list[str | None]
+
+            def _next(self) -> Any:
+                fail = self.fails[self.index] if self.index < len(self.fails) else None
+                if fail is not None:
+                    self.index += 1
+                    raise RuntimeError(fail)
+                return super()._next()
 
             async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
                 hold = self.held[self.index] if self.index < len(self.held) else False
@@ -313,7 +372,9 @@ class LangGraph(Harness):
         for item in replies:
             calls = [item.call] if item.call is not None else []
             messages.append(reply(item.text, calls, id=f"reply-{next(self.ids)}"))
-        model = Holding(replies=messages, held=[r.hold for r in replies], chunk_size=9)
+        model = Holding(
+            replies=messages, held=[r.hold for r in replies], fails=[r.fail for r in replies], chunk_size=9
+        )
 
         @tool
         def add(a: int, b: int) -> int:
@@ -336,6 +397,13 @@ class LangGraph(Harness):
     def requests(self) -> list[Any]:
         return self.model.seen
 
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any]:
+        from nbagent.adapters import records_from_langgraph
+
+        graph = self.make(replies)
+        state = graph.invoke({"messages": [("user", task)]}, {"configurable": {"thread_id": "plain"}})
+        return records_from_langgraph(state, task=task)
+
 
 class Adk(Harness):
     framework = "adk"
@@ -345,7 +413,10 @@ class Adk(Harness):
         from adk_fakes import Turn, scripted
         from google.adk import Agent
 
-        turns = [Turn(r.text, [r.call] if r.call else [], hold=r.hold) for r in replies]
+        turns = [
+            Turn(r.text, [r.call] if r.call else [], hold=r.hold, raise_=r.fail and RuntimeError(r.fail))
+            for r in replies
+        ]
         harness = self
 
         def add(a: int, b: int) -> int:
@@ -365,6 +436,26 @@ class Adk(Harness):
 
     def requests(self) -> list[Any]:
         return [request.contents for request in self.model.script.requests]
+
+    def plain_records(self, replies: list[Reply], task: str) -> list[Any]:
+        from google.adk.runners import InMemoryRunner
+        from google.genai import types
+
+        from nbagent.adapters import records_from_adk
+
+        agent = self.make(replies)
+
+        async def go() -> Any:
+            runner = InMemoryRunner(agent=agent)
+            session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
+            message = types.Content(role="user", parts=[types.Part(text=task)])
+            async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+                pass
+            return await runner.session_service.get_session(
+                app_name=runner.app_name, user_id="u", session_id=session.id
+            )
+
+        return records_from_adk(asyncio.run(go()), agent)
 
 
 HARNESSES = [Native, Smolagents, PydanticAI, OpenAIAgents, LangGraph, Adk]

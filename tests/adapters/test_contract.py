@@ -1,10 +1,13 @@
 """The source contract (``nbagent.runtime.source``, docs/adapters.md), held against every source.
 
 Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
-Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a step budget, a tool
-call budget (the call over it never runs), approvals (held for a person, or refused at start);
-after each end state a ``reset=False`` run continues the same agent; every record keeps the same
-invariants; a fork at step 2 makes no call of step 1 again and sends step 2's request. A source
+Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a model that raises, a
+step budget, a tool call budget (the call over it never runs), a time budget, approvals (held for a
+person, or refused at start); after each end state a ``reset=False`` run continues the same agent;
+every record keeps the same invariants (only the agent's tools are tool calls: no graph node, no
+sub-agent); a credential in an error is in no copy of the run; the framework's own
+``records_from_*`` of a plain run tells what the live record tells; a fork at step 2 makes no call
+of step 1 again and sends step 2's request. A source
 that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
 so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
 """
@@ -16,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 
 import pytest
-from contract_harnesses import HARNESSES, Harness, Reply
+from contract_harnesses import HARNESSES, KEY, TOOLS, Harness, Reply
 from needs import skip_reason
 from support import wait_until
 
@@ -76,6 +79,8 @@ def holds_invariants(record: RunRecord) -> None:
     calls = [c for s in record.steps for c in s.tool_calls]
     assert all(c.status is not None for c in calls), "a tool call left without an end"
     assert len({c.call_id for c in calls}) == len(calls)
+    assert {c.tool for c in calls} <= set(TOOLS), "a graph node or a framework's own tool is a tool call"
+    assert record.tool_calls == calls
 
 
 def continues(agent: Any, before: RunRecord) -> RunRecord:
@@ -235,4 +240,89 @@ def test_approve_holds_a_call_for_a_person_or_is_refused_at_start(harness):
     (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "add"]
     assert (call.status, call.approval, str(call.result)) == ("ok", "approved", "3")
     assert harness.added == [(1, 2)]
+    continues(agent, record)
+
+
+def test_a_model_that_raises_ends_the_run_error_with_its_text_and_the_agent_goes_on(harness):
+    agent = harness.make(script(Reply("Adding.", call=("add", {"a": 1, "b": 2})), Reply(fail="model down")))
+    record = nbagent.run(agent, "add", display=False)
+    holds_invariants(record)
+    assert record.status == "error" and "model down" in (record.error or ""), (record.status, record.error)
+    assert record.error_type
+    assert [str(c.result) for s in record.steps for c in s.tool_calls] == ["3"], "the finished step is lost"
+    continues(agent, record)
+
+
+def test_a_time_budget_cuts_the_call_in_flight_and_ends_the_run_limit(harness):
+    agent = harness.make(script(Reply("Let me wait.", call=("wait", {}))))
+    limits = nbagent.Limits(max_seconds=0.5)
+    record = nbagent.start(agent, "wait", display=False, limits=limits).wait(timeout=30)
+    harness.close()
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("limit", "max_seconds")
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "wait"]
+    assert call.status in ("cancelled", "abandoned") and call.result != "opened"
+    continues(agent, record)
+
+
+def test_a_credential_in_a_tool_error_is_in_no_copy_of_the_run(harness, tmp_path):
+    from nbagent.analytics.store import RunStore
+    from nbagent.explore import to_html
+
+    agent = harness.make(script(Reply("Trying.", call=("boom", {})), Reply("It failed, so: recovered")))
+    store = RunStore(tmp_path / "runs.db")
+    record = nbagent.run(agent, "try", display=False, store=store)
+    holds_invariants(record)
+    (call,) = [c for s in record.steps for c in s.tool_calls if c.tool == "boom"]
+    assert "refused key ***" in (call.error or ""), call.error  # the error is there, scrubbed
+    store.flush(timeout=30)
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("runs.db*")).decode("utf-8", "replace")
+    page = to_html(record, tmp_path / "run.html").read_text(encoding="utf-8")
+    copies = "\n".join([repr(record), repr(record.messages), str(record), stored, page])
+    assert KEY[:12] not in copies
+    store.close()
+
+
+def test_the_frameworks_own_reading_of_a_plain_run_tells_what_the_live_record_tells(harness):
+    """``records_from_*`` over the framework's own run of the same script: same end, output,
+    tokens and tool calls (name, status, result) as nbagent's record of the run."""
+    replies = [
+        Reply("Adding.", call=("add", {"a": 1, "b": 2})),
+        Reply("More.", call=("add", {"a": 3, "b": 4})),
+        Reply("The sums are 3 and 7"),
+    ]
+    plain = harness.plain_records(list(replies), "add twice")
+    if plain is None:
+        pytest.skip(f"the {harness.framework} source has no run of its own: its record is its result")
+
+    def seen(record: RunRecord) -> tuple[Any, ...]:
+        calls = [[(c.tool, c.status, str(c.result)) for c in s.tool_calls] for s in record.steps]
+        return record.status, str(record.output), record.input_tokens, record.output_tokens, calls
+
+    live = nbagent.run(harness.make(list(replies)), "add twice", display=False)
+    holds_invariants(live)
+    holds_invariants(plain[-1])
+    assert seen(plain[-1]) == seen(live)
+    assert seen(live)[4][:2] == [[("add", "ok", "3")], [("add", "ok", "7")]]
+
+
+@pytest.mark.parametrize("budget", ["max_tokens", "max_output_tokens"])
+def test_a_token_budget_ends_the_run_limit_in_the_step_that_crossed_it(harness, budget):
+    """``max_tokens=1`` is crossed by the first request's prompt (an estimate before it is sent),
+    ``max_output_tokens=1`` by the reply's first streamed words: either way the step's call never
+    runs and the step keeps the tokens counted against the budget (the reply's reported usage when
+    it came whole, else the estimate the budget was checked against)."""
+    adding = Reply("Adding it up now.", call=("add", {"a": 1, "b": 2}))
+    agent = harness.make(script(adding, adding, adding))
+    limits = nbagent.Limits(**{budget: 1})
+    record = nbagent.run(agent, "add forever", display=False, limits=limits)
+    holds_invariants(record)
+    assert (record.status, record.stop_reason) == ("limit", budget), [
+        (s.number, s.input_tokens, s.output_tokens, [c.tool for c in s.tool_calls]) for s in record.steps
+    ]
+    (step,) = record.steps
+    assert step.usage_source == "reported" or (step.interrupted and step.usage_source == "estimated")
+    used = record.output_tokens if budget == "max_output_tokens" else record.total_tokens
+    assert (used or 0) > 1, (record.input_tokens, record.output_tokens)
+    assert harness.added == [], "the call of the step over the budget ran"
     continues(agent, record)

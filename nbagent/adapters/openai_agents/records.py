@@ -113,6 +113,8 @@ def records_from_openai_agents(result: Any) -> list[RunRecord]:
             kind="action",
             started_at=started,
             start_s=0.0,
+            ended_at=started,  # the SDK keeps no times: a step is closed, of no known length
+            end_s=0.0,
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             usage_source="unknown" if tokens_in is None else "reported",
@@ -233,6 +235,8 @@ def _tool_call(call: Any, answer: Any, started: datetime, handed_to: str | None 
         started_at=started,
         start_s=0.0,
     )
+    if answer is not None or handed_to is not None:
+        record.ended_at, record.end_s = started, 0.0
     if answer is None and handed_to is not None:  # its items were dropped by the handoff's filter
         record.status, record.result = "ok", f"handoff to {handed_to}"
     elif answer is None:
