@@ -73,6 +73,12 @@ class Harness:
     def make(self, replies: list[Reply]) -> Any:
         raise NotImplementedError
 
+    def make_gated(self, replies: list[Reply]) -> Any:
+        """The agent of ``make`` with ``add`` held for approval by its framework's own means
+        (``None`` where the framework has none): with no view and no approver, the run must end
+        as the framework's own run does, the call handed back to the caller."""
+        return None
+
     def close(self) -> None:
         self.gate.set()
 
@@ -209,8 +215,15 @@ class PydanticAI(Harness):
     framework = "pydantic-ai"
     extra = "pydantic-ai"
 
+    def make_gated(self, replies: list[Reply]) -> Any:
+        self._gated = True
+        try:
+            return self.make(replies)
+        finally:
+            self._gated = False
+
     def make(self, replies: list[Reply]) -> Any:
-        from pydantic_ai import Agent
+        from pydantic_ai import Agent, DeferredToolRequests
         from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 
         harness, script = self, list(replies)
@@ -231,9 +244,11 @@ class PydanticAI(Harness):
                 call_id = f"call-{next(harness.ids)}"
                 yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=call_id)}
 
-        agent = Agent(FunctionModel(stream_function=stream), name="contract")
+        gated = getattr(self, "_gated", False)
+        output: Any = [str, DeferredToolRequests] if gated else str
+        agent = Agent(FunctionModel(stream_function=stream), name="contract", output_type=output)
 
-        @agent.tool_plain
+        @agent.tool_plain(requires_approval=gated)
         def add(a: int, b: int) -> int:
             """Add two integers."""
             return self.add(a, b)
@@ -273,6 +288,13 @@ class OpenAIAgents(Harness):
     framework = "openai-agents"
     extra = "openai-agents"
 
+    def make_gated(self, replies: list[Reply]) -> Any:
+        self._gated = True
+        try:
+            return self.make(replies)
+        finally:
+            self._gated = False
+
     def make(self, replies: list[Reply]) -> Any:
         from agents import Agent, function_tool
         from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
@@ -307,7 +329,7 @@ class OpenAIAgents(Harness):
             else:
                 steps.append(ModelStep(output=[assistant_message(reply.text)], usage=usage))
 
-        @function_tool
+        @function_tool(needs_approval=getattr(self, "_gated", False))
         def add(a: int, b: int) -> int:
             """Add two integers."""
             return self.add(a, b)
@@ -339,6 +361,13 @@ class OpenAIAgents(Harness):
 class LangGraph(Harness):
     framework = "langgraph"
     extra = "langgraph"
+
+    def make_gated(self, replies: list[Reply]) -> Any:
+        self._gated = True
+        try:
+            return self.make(replies)
+        finally:
+            self._gated = False
 
     def make(self, replies: list[Reply]) -> Any:
         from langchain.agents import create_agent
@@ -392,7 +421,9 @@ class LangGraph(Harness):
             return self.boom()
 
         self.model = model
-        return create_agent(model, tools=[add, wait, boom], checkpointer=InMemorySaver(), name="contract")
+        gate = ["tools"] if getattr(self, "_gated", False) else None
+        tools, saver = [add, wait, boom], InMemorySaver()
+        return create_agent(model, tools, checkpointer=saver, name="contract", interrupt_before=gate)
 
     def requests(self) -> list[Any]:
         return self.model.seen
@@ -408,6 +439,13 @@ class LangGraph(Harness):
 class Adk(Harness):
     framework = "adk"
     extra = "adk"
+
+    def make_gated(self, replies: list[Reply]) -> Any:
+        self._gated = True
+        try:
+            return self.make(replies)
+        finally:
+            self._gated = False
 
     def make(self, replies: list[Reply]) -> Any:
         from adk_fakes import Turn, scripted
@@ -432,7 +470,12 @@ class Adk(Harness):
             return harness.boom()
 
         model = self.model = scripted(turns, always_stream=True)
-        return Agent(name="contract", model=model, tools=[add, wait, boom], instruction="Use the tools.")
+        adding: Any = add
+        if getattr(self, "_gated", False):
+            from google.adk.tools import FunctionTool
+
+            adding = FunctionTool(add, require_confirmation=True)
+        return Agent(name="contract", model=model, tools=[adding, wait, boom], instruction="Use the tools.")
 
     def requests(self) -> list[Any]:
         return [request.contents for request in self.model.script.requests]

@@ -2,14 +2,15 @@
 
 Each scenario runs the same scripted agent through each framework's adapter (``contract_harnesses``):
 Stop now mid-stream and mid-tool, Stop after the step, a tool that raises, a model that raises, a
-step budget, a tool call budget (the call over it never runs), a time budget, approvals (held for a
-person, or refused at start); after each end state a ``reset=False`` run continues the same agent;
+step budget, a tool call budget (the call over it never runs), a time budget, token budgets,
+approvals (held for a person, or refused at start; with no one to approve, a call the framework
+holds is handed back). After each end state a ``reset=False`` run continues the same agent, and
 every record keeps the same invariants (only the agent's tools are tool calls: no graph node, no
-sub-agent); a credential in an error is in no copy of the run; the framework's own
+sub-agent). A credential in an error is in no copy of the run; the framework's own
 ``records_from_*`` of a plain run tells what the live record tells; a fork at step 2 makes no call
-of step 1 again and sends step 2's request. A source
-that misses a scenario is marked in ``GAPS`` (a strict xfail naming the gap),
-so the gaps stay listed until they are closed; a new adapter is done when it passes the suite.
+of step 1 again and sends step 2's request. A source that misses a scenario is marked in ``GAPS``
+(a strict xfail naming the gap), so the gaps stay listed until they are closed; a new adapter is
+done when it passes the suite.
 """
 
 from __future__ import annotations
@@ -241,6 +242,20 @@ def test_approve_holds_a_call_for_a_person_or_is_refused_at_start(harness):
     assert (call.status, call.approval, str(call.result)) == ("ok", "approved", "3")
     assert harness.added == [(1, 2)]
     continues(agent, record)
+
+
+def test_with_no_view_and_no_approver_a_call_its_framework_holds_is_handed_back(harness):
+    """Where no one can approve (no view, no ``approve=``), the framework's own contract holds: the
+    run ends as its plain run does, the held call ``deferred`` (not run), never waiting for a
+    person who cannot see it."""
+    agent = harness.make_gated(script(Reply("Adding.", call=("add", {"a": 1, "b": 2})), Reply("It is 3")))
+    if agent is None:
+        pytest.skip(f"{harness.framework} agents hold no call for approval by their framework's own means")
+    record = nbagent.start(agent, "add", display=False).wait(timeout=30)
+    holds_invariants(record)
+    assert record.status == "success", (record.status, record.error)
+    assert [(c.tool, c.status) for c in record.tool_calls] == [("add", "deferred")]
+    assert harness.added == [], "a call held for approval ran"
 
 
 def test_a_model_that_raises_ends_the_run_error_with_its_text_and_the_agent_goes_on(harness):
