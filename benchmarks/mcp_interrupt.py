@@ -17,6 +17,14 @@ Then per framework with an MCP client of its own (the Agents SDK's ``MCPServerSt
 - baseline: the framework alone on a plain asyncio loop, its server connected once, and
   ``task.cancel()`` of its run.
 
+And per framework whose own MCP client cannot be installed beside ``mcp`` 2 (LangGraph, through
+``MCPServer.langchain_tools()``; smolagents, through ``MCPServer.smolagents_tools()``):
+
+- nbagent: the framework's agent with the server's tools in its own tool type, run by nbagent,
+  ``run.interrupt()`` → the handler's cancel;
+- baseline: LangGraph alone on a plain asyncio loop (``graph.ainvoke``), ``task.cancel()``;
+  smolagents has none (it cannot cancel a running tool: ``agent.interrupt()`` waits for the step).
+
 Both keep one session for all their trials (the next call after each Stop must work; it is
 counted). Target: nbagent p95 <= 100 ms. p95 is the nearest-rank percentile.
 
@@ -36,15 +44,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 
 import nbagent
 from nbagent.mcp import MCPServer
 from nbagent.models import ScriptedModel, ToolCall
 
-SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp_server.py"
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+SERVER = TESTS / "mcp_server.py"
+sys.path.insert(0, str(TESTS))  # the scripted models of the LangGraph and smolagents agents
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -187,11 +197,43 @@ def _pai_agent(toolset: object, tool: str, arguments: dict[str, int]) -> object:
     return Agent(FunctionModel(reply), toolsets=[toolset])
 
 
-FRAMEWORKS = {"openai_agents": (_sdk_server, _sdk_agent), "pydantic_ai": (_pai_toolset, _pai_agent)}
+def _mcp_server(transport: str, target: str | dict[str, str]) -> MCPServer:
+    """nbagent's own ``MCPServer``, whose tools the next two frameworks get in their tool types."""
+    if transport == "stdio":
+        return MCPServer.stdio(sys.executable, [str(SERVER)], env=dict(target))  # type: ignore[arg-type]
+    return MCPServer.http(str(target))
+
+
+def _langgraph_agent(server: MCPServer, tool: str, arguments: dict[str, int]) -> object:
+    from langchain.agents import create_agent
+    from langgraph_fakes import ScriptedChatModel, reply
+
+    model = ScriptedChatModel(replies=[reply("", [(tool, arguments)]), reply("x")])
+    return create_agent(model, tools=server.langchain_tools())
+
+
+def _smolagents_agent(server: MCPServer, tool: str, arguments: dict[str, int]) -> object:
+    from smolagents import ToolCallingAgent
+    from smolagents_fakes import ScriptedSmolModel, answer, call
+
+    model = ScriptedSmolModel([call(tool, **arguments), answer("x")])
+    return ToolCallingAgent(tools=server.smolagents_tools(), model=model, verbosity_level=-1)
+
+
+FRAMEWORKS = {
+    "openai_agents": (_sdk_server, _sdk_agent),
+    "pydantic_ai": (_pai_toolset, _pai_agent),
+    "langgraph": (_mcp_server, _langgraph_agent),
+    "smolagents": (_mcp_server, _smolagents_agent),
+}
+NO_BASELINE = {"smolagents"}
+"""Frameworks with no way to cancel a running tool of their own: nothing to put beside nbagent."""
 
 
 def _answered(record: nbagent.RunRecord) -> bool:
-    return record.status == "success" and [c.status for c in record.tool_calls] == ["ok"]
+    """The run after a Stop called ``add`` and succeeded (smolagents' ``final_answer`` is a call too)."""
+    calls = [c.status for c in record.tool_calls if c.tool == "add"]
+    return record.status == "success" and calls == ["ok"]
 
 
 def framework_nbagent_trials(
@@ -211,6 +253,8 @@ def framework_nbagent_trials(
         delays.append((journal.wait("slow cancelled", i + 1) - stopped) * 1000)
         after = nbagent.run(make_agent(server, "add", {"a": 1, "b": 1}), "add", display=False)
         next_ok += _answered(after)
+    if isinstance(server, MCPServer):
+        server.close()
     return delays, next_ok
 
 
@@ -226,11 +270,23 @@ def framework_baseline_trials(
             from agents import Runner
 
             return await Runner.run(agent, "go")
+        if framework == "langgraph":
+            return await agent.ainvoke({"messages": [("user", "go")]})  # type: ignore[attr-defined]
         return await agent.run("go")  # type: ignore[attr-defined]
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[object]:
+        made = make_server(transport, target)
+        if isinstance(made, MCPServer):  # its session opens on first use and closes with it
+            yield made
+            made.close()
+            return
+        async with made as server:  # type: ignore[attr-defined]
+            yield server
 
     async def trials() -> tuple[list[float], int]:
         delays, next_ok = [], 0
-        async with make_server(transport, target) as server:  # type: ignore[attr-defined]
+        async with opened() as server:
             for i in range(n):
                 task = asyncio.ensure_future(run_once(make_agent(server, "slow", {"steps": 1})))
                 while len(journal.times("slow started")) <= i:
@@ -260,6 +316,8 @@ def measure_frameworks(n: int, frameworks: list[str]) -> dict[str, dict[str, flo
         for framework in frameworks:
             for transport in ("stdio", "http"):
                 for side in ("nbagent", "baseline"):
+                    if side == "baseline" and framework in NO_BASELINE:
+                        continue
                     journal = Journal(Path(folder) / f"{framework}-{transport}-{side}.txt")
                     journal.path.write_text("")
                     env = {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)}
@@ -323,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=None, help="stops per transport and side")
     parser.add_argument(
         "--frameworks",
-        default="openai_agents,pydantic_ai",
+        default="openai_agents,pydantic_ai,langgraph,smolagents",
         help="frameworks whose own MCP clients to measure too (comma-separated; '' for none)",
     )
     args = parser.parse_args(argv)
@@ -346,12 +404,16 @@ def main(argv: list[str] | None = None) -> int:
     for framework in frameworks:
         for transport in ("stdio", "http"):
             ours = result[f"{framework}_{transport}_nbagent"]
-            base = result[f"{framework}_{transport}_baseline"]
+            base = result.get(f"{framework}_{transport}_baseline")
+            own = (
+                "its own cancel: none (it cannot cancel a running tool)"
+                if base is None
+                else f"its own cancel p50 {base['p50_ms']:7.2f}  p95 {base['p95_ms']:7.2f}  next run ok "
+                f"{base['next_call_ok']}/{base['n']}"
+            )
             print(
                 f"  {framework} {transport:6} nbagent p50 {ours['p50_ms']:7.2f}  p95 {ours['p95_ms']:7.2f}  "
-                f"next run ok {ours['next_call_ok']}/{ours['n']}  |  its own cancel p50 "
-                f"{base['p50_ms']:7.2f}  p95 {base['p95_ms']:7.2f}  next run ok "
-                f"{base['next_call_ok']}/{base['n']}"
+                f"next run ok {ours['next_call_ok']}/{ours['n']}  |  {own}"
             )
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +29,38 @@ _current_call: contextvars.ContextVar[tuple[RunContext, str] | None] = contextva
 )
 
 
+_current_run: contextvars.ContextVar[weakref.ref[RunContext] | None] = contextvars.ContextVar(
+    "nbagent_current_run", default=None
+)
+"""Weakly: a context copied from the run's (a worker thread's, a task's that outlives the run) must
+not keep the run, and through it the user's agent, alive."""
+
+
 def current_call() -> tuple[RunContext, str] | None:
     """The run and call id of the tool call the calling code runs inside (``RunContext.calling``),
     or ``None``: how a tool that can tell its progress (an MCP server's) finds where to report it,
     without the tool's own signature changing."""
     return _current_call.get()
+
+
+def current_run() -> RunContext | None:
+    """The run the calling code is part of (set for the run's task, so every task and worker
+    context copied from it sees it), or ``None`` outside any run. Code inside a framework's own
+    tool, where nbagent cannot mark the call (``current_call``), finds it with
+    ``RunContext.running_call``."""
+    found = _current_run.get()
+    return None if found is None else found()
+
+
+def run_only_context() -> contextvars.Context:
+    """A fresh context holding only the run and call the caller is in (``current_run``,
+    ``current_call``): for work handed to the runner loop on the caller's behalf, which must find
+    its run but not carry the rest of the caller's context (a smolagents worker's, say, ties
+    whatever runs in it to that run's thread: its Stop shuts down the sockets opened there)."""
+    context = contextvars.Context()
+    context.run(_current_run.set, _current_run.get())
+    context.run(_current_call.set, _current_call.get())
+    return context
 
 
 class RunContext:
@@ -62,7 +90,28 @@ class RunContext:
         its task (and of ``reset`` / ``kept_history``). ``None`` for any other run."""
         self.kept: Kept | None = None
         """This process's note of the run for forks of it (``nbagent.forks.origins``)."""
+        self.live_record: Callable[[], Any] = lambda: None
+        """The run's record as it grows (set by the runner; loop thread only)."""
         self._conversation: Any = None
+
+    def enter(self) -> None:
+        """Mark the calling task's context as this run's (``current_run``): by the runner, once,
+        in the run's own task before the source starts."""
+        _current_run.set(weakref.ref(self))
+
+    def running_call(self, tool: str, arguments: Any = None) -> str | None:
+        """The id of the call of ``tool`` this run is running now (of these ``arguments`` when
+        several are), or ``None``. Loop thread only. How code inside a framework's own tool, which
+        nbagent does not wrap, finds the call it serves: a framework runs the tool, and the adapter
+        reports the call from the framework's events, so the call may show a moment after the
+        tool began: look again at each report rather than once."""
+        record = self.live_record()
+        if record is None:
+            return None
+        running = [c for s in record.steps[-2:] for c in s.tool_calls if c.tool == tool and c.status is None]
+        if len(running) > 1 and arguments is not None:
+            running = [c for c in running if c.arguments == arguments] or running
+        return running[-1].call_id if running else None
 
     @property
     def conversation(self) -> Any:

@@ -38,7 +38,7 @@ BENCHMARK_NEEDS: dict[str, tuple[str, ...]] = {
     "explore": ("otel",),
     "http_interrupt": ("openai",),
     "langgraph_interrupt": ("langgraph", "test-all"),
-    "mcp_interrupt": ("mcp", "pydantic-ai", "openai-agents"),
+    "mcp_interrupt": ("mcp", "pydantic-ai", "openai-agents", "langgraph", "smolagents"),
     "smolagents_interrupt": ("smolagents",),
 }
 """The extras each script in benchmarks/ needs, by its name without ``.py`` (absent: none)."""

@@ -13,11 +13,12 @@ command and the last lines of its stderr); a server that dies mid-call fails tha
 same, and the next call starts it again; ``timeout_s`` bounds each call (and a Stop always does).
 A call's ``isError`` result is a tool error the model sees, as for any tool.
 
-Progress and logs: a call made inside a run's tool call (``nbagent.context.current_call``) asks
-the server for progress, and each ``notifications/progress`` becomes ``RunContext.tool_progress``
-for that call; the server's ``notifications/message`` lines while calls are in flight become
-``RunContext.tool_log`` for them. MCP's log messages name no request, so when several calls are in
-flight on one session at once, each of them shows the line.
+Progress and logs: a call made inside a run's tool call (``nbagent.context.current_call``, or,
+inside a framework's own tool, the run's running call of that tool) asks the server for progress,
+and each ``notifications/progress`` becomes ``RunContext.tool_progress`` for that call; the
+server's ``notifications/message`` lines while calls are in flight become ``RunContext.tool_log``
+for them. MCP's log messages name no request, so when several calls are in flight on one session
+at once, each of them shows the line.
 
 The server's ``env`` and ``headers`` stay in this object: no record, view, store or span gets them.
 """
@@ -32,7 +33,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from nbagent.context import RunContext, current_call
+from nbagent.context import RunContext, current_call, current_run
 from nbagent.errors import ToolError
 from nbagent.mcp.transports import Stdio, StreamableHTTP, Transport
 from nbagent.tools import Tool
@@ -56,7 +57,7 @@ class _Session:
         self.closing = asyncio.Event()
         self.owner: asyncio.Task[None] | None = None
         self.broken = False
-        self.calls: list[tuple[RunContext, str]] = []
+        self.calls: list[_Caller] = []
         """The run tool calls in flight on this session (a server's log lines go to them)."""
 
     async def log(self, params: Any) -> None:
@@ -65,8 +66,37 @@ class _Session:
         text = data if isinstance(data, str) else _json_text(data)
         if params.logger:
             text = f"[{params.logger}] {text}"
-        for ctx, call_id in list(self.calls):
-            ctx.tool_log(call_id, text, str(params.level))
+        for caller in list(self.calls):
+            call_id = caller.call_id()
+            if call_id is not None:
+                caller.ctx.tool_log(call_id, text, str(params.level))
+
+
+class _Caller:
+    """The run's tool call an MCP request serves, where its progress and log lines go: the call
+    nbagent marked (a native tool: ``current_call``), or, inside a framework's own tool, the
+    run's running call of that tool, looked up at each report (``RunContext.running_call``)."""
+
+    def __init__(self, ctx: RunContext, tool: str, arguments: Any, call_id: str | None = None) -> None:
+        self.ctx, self.tool, self.arguments, self._call_id = ctx, tool, arguments, call_id
+
+    @classmethod
+    def here(cls, tool: str, arguments: Any) -> _Caller | None:
+        marked = current_call()
+        if marked is not None:
+            return cls(marked[0], tool, arguments, marked[1])
+        run = current_run()
+        return None if run is None else cls(run, tool, arguments)
+
+    def call_id(self) -> str | None:
+        if self._call_id is None:
+            self._call_id = self.ctx.running_call(self.tool, self.arguments)
+        return self._call_id
+
+    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+        call_id = self.call_id()
+        if call_id is not None:
+            self.ctx.tool_progress(call_id, done, total, message)
 
 
 class MCPServer:
@@ -141,8 +171,28 @@ class MCPServer:
 
     async def tools(self) -> list[Tool]:
         """The server's tools as native tools (starting the session on first use)."""
+        return [self._tool(listed) for listed in await self.listed()]
+
+    async def listed(self) -> list[Any]:
+        """The tools the server lists (the SDK's ``Tool`` objects), starting the session on first use."""
         session = await self._open()
-        return [self._tool(listed) for listed in session.listed]
+        return list(session.listed)
+
+    def langchain_tools(self) -> list[Any]:
+        """The server's tools as LangChain tools, for a LangGraph agent (``create_agent(model,
+        tools=files.langchain_tools())``): ``langchain-mcp-adapters`` cannot be installed beside
+        ``mcp`` 2. Calls share this object's session; see ``nbagent.mcp.framework_tools``."""
+        from nbagent.mcp.framework_tools import langchain_tools
+
+        return langchain_tools(self)
+
+    def smolagents_tools(self) -> list[Any]:
+        """The server's tools as smolagents tools (``ToolCallingAgent(tools=files.smolagents_tools(),
+        ...)``): smolagents' own MCP client does not import beside ``mcp`` 2. Calls share this
+        object's session; see ``nbagent.mcp.framework_tools``."""
+        from nbagent.mcp.framework_tools import smolagents_tools
+
+        return smolagents_tools(self)
 
     def _tool(self, listed: Any) -> Tool:
         name = listed.name
@@ -165,15 +215,10 @@ class MCPServer:
         session = await self._open()
         if tool not in {listed.name for listed in session.listed}:
             raise ToolError(f"{self.name} no longer lists a tool named {tool!r}", tool=tool)
-        where = current_call()
-        progress = None
-        if where is not None:
-            ctx, call_id = where
-
-            async def progress(done: float, total: float | None, message: str | None) -> None:
-                ctx.tool_progress(call_id, done, total, message)
-
-            session.calls.append(where)
+        caller = _Caller.here(tool, arguments)
+        if caller is not None:
+            session.calls.append(caller)
+        progress = caller.progress if caller is not None else None
         try:
             result = await session.client.call_tool(tool, arguments, progress_callback=progress)
         except asyncio.CancelledError:
@@ -185,8 +230,8 @@ class MCPServer:
                 raise MCPServerError(message, tool=tool) from exc
             raise ToolError(f"{tool} on {self.name}: {exc}", tool=tool) from exc
         finally:
-            if where is not None:
-                session.calls.remove(where)
+            if caller is not None:
+                session.calls.remove(caller)
         text = _text_of(result)
         if getattr(result, "is_error", False):
             raise ToolError(text or f"{tool} on {self.name} failed", tool=tool)

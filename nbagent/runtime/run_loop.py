@@ -169,6 +169,9 @@ class RunLoopSide:
         assert task is not None
         current_scope.set(self.scope)
         ctx = RunContext(self.run_id, self.scope, self._emit)
+        ctx.enter()
+        recorder = self._recorder
+        ctx.live_record = lambda: recorder.live
         ctx.shown = self.shown
         ctx.approvals = self.approvals
         ctx.kept = self._kept

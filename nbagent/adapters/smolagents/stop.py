@@ -56,6 +56,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from types import FrameType
@@ -210,7 +211,22 @@ def _let_pending_exception_land() -> None:
         pass
 
 
+BIRTH_WAIT_S = 0.5
+"""How long a Stop waits for threads being started to take their own ids (``_raise_in``)."""
+
+
 def _raise_in(ident: int) -> None:
+    """Raise ``RunStopped`` in the thread ``ident``.
+
+    A thread being started carries its starter's id until its OS thread begins, and
+    ``PyThreadState_SetAsyncExc`` raises in the first thread state with the id, the newest: a Stop
+    while the worker starts a thread (smolagents starts rich's refresh thread at every step) would
+    kill the newborn thread before it set ``_started``, and its starter would wait for it forever.
+    So the Stop first waits, briefly, until no thread of ``threading`` is between ``start()`` and
+    its own id (``threading._limbo``)."""
+    deadline = time.monotonic() + BIRTH_WAIT_S
+    while threading._limbo and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.0005)
     set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
     if set_async_exc(ctypes.c_ulong(ident), ctypes.py_object(RunStopped)) > 1:  # never: ids are unique
         set_async_exc(ctypes.c_ulong(ident), None)

@@ -43,7 +43,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from nbagent.adapters.smolagents.console import RunConsole
 from nbagent.adapters.smolagents.fork import ForkMemory, Memory
@@ -237,13 +237,28 @@ class Worker:
 
     def _at_boundary(self, agent: Any) -> None:
         """Wait until the loop has read the step just posted, then stop if the run asks to."""
+        self._caught_up()
+        self._stop_if_asked(agent)
+
+    def _caught_up(self) -> None:
+        """Wait until the loop has read everything posted so far; ``RunStopped`` if that stopped
+        the run. Before a tool runs: a budget the step's reply crossed (tokens, cost: the loop
+        counts them as it reads the reply) stops the run before its call runs, however fast the
+        model answered."""
         boundary = self._boundary = Boundary(threading.Event())
         self.post(boundary)
         boundary.read.wait()
         self._boundary = None
-        if self.switch.stopped:
-            raise RunStopped()
-        self._stop_if_asked(agent)
+        if self.switch.stopped or self.scope.interrupted:  # the Stop may not have reached us yet
+            self._await_stop()
+
+    def _await_stop(self) -> NoReturn:
+        """The run is stopping: wait here for the Stop's exception, so nothing more of the run runs
+        first (the loop stops the worker once it next awaits), then raise it."""
+        deadline = time.monotonic() + BUDGET_STOP_WAIT_S
+        while not self.switch.stopped and time.monotonic() < deadline:
+            time.sleep(DECISION_POLL_S / 10)  # the Stop's exception lands here
+        raise RunStopped()
 
     def _stop_if_asked(self, agent: Any) -> None:
         if self.scope.stop_after_step:
@@ -296,6 +311,7 @@ class Worker:
                     self._within_budget(item, (*(str(c.id) for c in self._step_calls), str(item.id)), False)
                 self.post(item)
                 if isinstance(item, ToolCall):
+                    self._caught_up()
                     denial = self._approve_tool_calls(stream, item)
         except RunStopped:
             if stream.gi_frame is not None and not stream.gi_running:
@@ -335,12 +351,8 @@ class Worker:
         def refused(message: str) -> None:
             self.post(Held(call, refs, nested, message))
 
-        if tool_call_allowed(self.scope, refused):
-            return
-        deadline = time.monotonic() + BUDGET_STOP_WAIT_S
-        while not self.switch.stopped and time.monotonic() < deadline:
-            time.sleep(DECISION_POLL_S / 10)  # the Stop's exception lands here
-        raise RunStopped()
+        if not tool_call_allowed(self.scope, refused):
+            self._await_stop()
 
     def _wants(self, name: str, arguments: Any, ref: str) -> bool:
         tools = getattr(self.agent, "tools", None) or {}
@@ -411,6 +423,7 @@ class Worker:
         started = Nested(key, name, "started", arguments, None)
         self._within_budget(started, (key,), True)
         self.post(started)
+        self._caught_up()
         if self._wants(name, arguments, key):
             decision = self._decision(self._ask(key, True, name, arguments))
             if not decision.approved:  # the code sees the denial, as the model will
