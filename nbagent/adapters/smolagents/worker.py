@@ -319,17 +319,20 @@ class Worker:
             raise
 
     def _unwind(self, stream: Any, item: Any) -> None:
-        """After the Stop's exception: let smolagents' ``finally`` blocks run to the end of the stream.
+        """After the Stop: let smolagents' ``finally`` blocks run to the end of the stream.
 
-        ``item`` is what the stream yielded after the exception went off inside it; ``None`` when
-        it went off here, between two items, and must be thrown in where the stream waits.
+        ``item`` is the last item the stream yielded. An ``ActionStep`` is the cut step its
+        ``finally`` yields once the exception went off inside it: the stream is let run on. Any
+        other item (or ``None``) means the exception has not gone off inside the stream (it went
+        off here, or is still on its way): it is thrown in where the stream waits, since going on
+        would run what the stream just yielded (a ``ToolCall``'s tool, say).
         """
         from smolagents.memory import ActionStep
 
         self.phase = "stopping"
         cut = None
         try:
-            if item is None:
+            if not isinstance(item, ActionStep):
                 item = stream.throw(RunStopped())
             for _ in range(100):  # after the exception smolagents only unwinds: two items at most
                 if isinstance(item, ActionStep):
