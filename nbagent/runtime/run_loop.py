@@ -119,6 +119,7 @@ class RunLoopSide:
     def launch(self) -> None:
         """Record the start and hand the run to the runner's loop. Once, by ``nbagent.start``."""
         self._started = True
+        _warm_up_source(type(self.source))
         # Recorded here, on the caller's thread, so ``run.record`` exists as soon as start() returns.
         started = ev.RunStarted(
             self.run_id,
@@ -328,6 +329,28 @@ def _end_runs_of_dead_loop(loop: Any, reason: str) -> None:
     for live in live_runs():
         if live._loop is loop:
             live._end_without_loop(reason)
+
+
+_warmed: set[type] = set()
+_warmed_lock = threading.Lock()
+
+
+def _warm_up_source(kind: type[Source]) -> None:
+    """``Source.warm_up`` of ``kind`` on a daemon thread, once per class (a no-op by default)."""
+    if kind.warm_up.__func__ is Source.warm_up.__func__:  # type: ignore[attr-defined]
+        return
+    with _warmed_lock:
+        if kind in _warmed:
+            return
+        _warmed.add(kind)
+
+    def warm() -> None:
+        try:
+            kind.warm_up()
+        except Exception as exc:  # only a later first end pays for it
+            logger.debug("nbagent: %s.warm_up failed: %s", kind.__name__, describe(exc))
+
+    threading.Thread(target=warm, name=f"nbagent-warm-{kind.__name__}", daemon=True).start()
 
 
 def _warm_up_pricing() -> None:

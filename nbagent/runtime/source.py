@@ -70,6 +70,9 @@ class Source(ABC):
       fork's ``agent=`` is checked to be of the same framework (default: the class name).
     - ``fork_data(conversation, options)``: the run's history (``ctx.conversation``) as the JSON
       dict a record keeps, for forks from a store (default: none).
+    - ``warm_up()``: one-time work the end of a run would otherwise do on the loop (building a
+      serializer ``fork_data`` uses, say): the runner calls it once per source class, on a daemon
+      thread, as the class's first run starts, so a first Stop does not wait for it (default: none).
     - ``fork_input(origin)``: for ``nbagent.fork``, the framework's input that starts a run at
       step ``origin.at_step`` of ``origin.record``, with its edits; ``drive`` then starts from it
       (``ctx.fork``). Default: refuses, so a source that does not implement it cannot be forked.
@@ -130,6 +133,13 @@ class Source(ABC):
         record (``RunRecord.fork_data``): ``{"conversation": [...]}`` and any key the source needs
         to fork the run in another process (a LangGraph thread id). ``None``: nothing to keep.
         Called once, on the loop, as the run ends; a failure here never fails the run."""
+        return None
+
+    @classmethod
+    def warm_up(cls) -> None:
+        """Prepare, off the loop, what the class's first ``fork_data`` (or other end-of-run work)
+        would otherwise build on the loop as a run ends, where it holds the record and any Stop.
+        Called once per class, on a daemon thread, as its first run starts; a failure is ignored."""
         return None
 
     @property

@@ -38,7 +38,7 @@ SOMETIMES: dict[tuple[str, str], str] = {}
 
 HOOKS = (
     "name", "agent", "model_name", "model_name_for", "model_params", "task_text", "takes_turns",
-    "turn_key", "supports_approvals", "approvals_refusal", "check_run", "drive",
+    "turn_key", "supports_approvals", "approvals_refusal", "check_run", "warm_up", "drive",
 )  # fmt: skip
 """Every hook of ``Source``: a source declares each (most by inheriting the default)."""
 

@@ -8,16 +8,13 @@ calls treat its tools as any tool."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TESTS, fast_model, wait_until
+from mcp_support import SECRET, Journal, stdio_server
+from support import fast_model, wait_until
 
 import nbagent
 from nbagent.guardrails import Limits
@@ -26,75 +23,7 @@ from nbagent.models import ToolCall
 
 pytestmark = pytest.mark.needs("mcp")
 
-SERVER = TESTS / "mcp_server.py"
 TRIALS = 20
-SECRET = "sk-proj-mcpSecretValue0123456789abcdef"
-
-
-class Journal:
-    """The server's notes (``NBAGENT_MCP_JOURNAL``): wall-clock times of its handler's events."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.write_text("")
-
-    def times(self, event: str) -> list[float]:
-        lines = self.path.read_text().splitlines()
-        return [float(line.split(" ", 1)[0]) for line in lines if line.endswith(event)]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "journal.txt")
-
-
-@pytest.fixture
-def http_server(journal: Journal) -> Iterator[str]:
-    port = _free_port()
-    env = {"NBAGENT_MCP_JOURNAL": str(journal.path), "PATH": "/usr/bin:/bin"}
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def accepting() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(accepting, timeout=60, interval=0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-
-
-def stdio_server(journal: Journal, **options: Any) -> MCPServer:
-    env = {"NBAGENT_MCP_JOURNAL": str(journal.path), "NBAGENT_TEST_TOKEN": SECRET}
-    return MCPServer.stdio(sys.executable, [str(SERVER)], env=env, **options)
-
-
-@pytest.fixture(params=["stdio", "http"])
-def server(request: pytest.FixtureRequest, journal: Journal) -> Iterator[MCPServer]:
-    if request.param == "stdio":
-        made = stdio_server(journal)
-    else:
-        made = MCPServer.http(
-            request.getfixturevalue("http_server"), headers={"Authorization": f"Bearer {SECRET}"}
-        )
-    yield made
-    made.close()
 
 
 def agent_calling(server: MCPServer, *calls: ToolCall, answer: str = "done") -> nbagent.Agent:

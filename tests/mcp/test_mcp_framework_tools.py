@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 import pytest
+from mcp_support import Journal, stdio_server
 from support import wait_until
-from test_mcp import Journal, http_server, journal, server, stdio_server  # noqa: F401 (fixtures)
 
 import nbagent
 from nbagent.mcp import MCPServer
@@ -60,7 +60,7 @@ def test_a_stop_mid_call_reaches_the_server_after_its_progress_showed_and_the_ne
     for trial in range(TRIALS):
         run = nbagent.start(agent_calling(framework, server, "slow", {"steps": 2}), "go", display=False)
 
-        def reported() -> bool:  # the server sends each step's progress, then its log line
+        def reported(run: nbagent.Run = run) -> bool:  # each step's progress, then its log line
             slow = calls_of(run.record, "slow")
             return bool(slow) and "info: slow did step 2" in slow[0].logs
 

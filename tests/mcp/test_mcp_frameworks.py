@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import pytest
-from test_mcp import SERVER, Journal, http_server, journal  # noqa: F401 (fixtures)
+from mcp_support import SERVER, Journal
 
 import nbagent
 
@@ -82,7 +82,7 @@ def result_text(result: Any) -> str:
 
 
 @pytest.fixture(params=["stdio", "http"])
-def target(request: pytest.FixtureRequest, journal: Journal) -> Any:  # noqa: F811
+def target(request: pytest.FixtureRequest, journal: Journal) -> Any:
     if request.param == "stdio":
         return "stdio", {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)}
     return "http", request.getfixturevalue("http_server")
@@ -92,7 +92,7 @@ def target(request: pytest.FixtureRequest, journal: Journal) -> Any:  # noqa: F8
 def test_a_stop_mid_call_reaches_the_server_and_the_next_run_works(
     framework: str,
     target: tuple[str, Any],
-    journal: Journal,  # noqa: F811
+    journal: Journal,
 ) -> None:
     make_server, make_agent = FRAMEWORKS[framework]
     server = make_server(*target)
@@ -120,7 +120,7 @@ def test_a_stop_mid_call_reaches_the_server_and_the_next_run_works(
     assert getattr(server, "session", None) is None  # the SDK's server is left as it was found
 
 
-def test_an_agents_sdk_server_connected_in_a_cell_is_refused_at_start_not_hung(journal: Journal) -> None:  # noqa: F811
+def test_an_agents_sdk_server_connected_in_a_cell_is_refused_at_start_not_hung(journal: Journal) -> None:
     server = sdk_server("stdio", {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)})
 
     async def connected_then_started() -> None:
@@ -138,7 +138,7 @@ def test_an_agents_sdk_server_connected_in_a_cell_is_refused_at_start_not_hung(j
     assert record.status == "success" and result_text(record.tool_calls[0].result) == "3"
 
 
-def test_a_pydantic_ai_toolset_entered_in_a_cell_is_refused_at_start_not_hung(journal: Journal) -> None:  # noqa: F811
+def test_a_pydantic_ai_toolset_entered_in_a_cell_is_refused_at_start_not_hung(journal: Journal) -> None:
     toolset = pai_toolset("stdio", {**os.environ, "NBAGENT_MCP_JOURNAL": str(journal.path)})
 
     async def entered_then_started() -> None:

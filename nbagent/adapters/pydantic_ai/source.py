@@ -172,6 +172,14 @@ class PydanticAISource(Source):
             options["message_history"] = ctx.kept_history
         return await self._run(task, ctx, options)
 
+    @classmethod
+    def warm_up(cls) -> None:
+        """Build ``ModelMessagesTypeAdapter``'s serializer (about 50 ms, on its first use), which
+        ``fork_data`` needs as each run ends."""
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        ModelMessagesTypeAdapter.dump_python([], mode="json")
+
     def fork_data(self, conversation: Any, options: dict[str, Any]) -> dict[str, Any] | None:
         """The messages as pydantic-ai's own JSON (``ModelMessagesTypeAdapter``)."""
         from pydantic_ai.messages import ModelMessagesTypeAdapter
