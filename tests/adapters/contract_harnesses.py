@@ -52,11 +52,15 @@ class Harness:
     framework = ""
     extra: str | None = None
     """The nbagent extra that installs the framework (``None``: nothing beyond ``test``)."""
+    holds_calls = False
+    """Whether the framework holds a call for approval by its own means (``make_gated``)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
         """Opens the ``wait`` tool (a test that Stops after the step opens it)."""
         self.ids = itertools.count(1)
+        self.gated = False
+        """While ``make_gated`` makes the agent: ``add`` is held for approval."""
         self.added: list[tuple[int, int]] = []
         """Every call of ``add`` (a scenario counts the calls a fork made again)."""
 
@@ -77,7 +81,13 @@ class Harness:
         """The agent of ``make`` with ``add`` held for approval by its framework's own means
         (``None`` where the framework has none): with no view and no approver, the run must end
         as the framework's own run does, the call handed back to the caller."""
-        return None
+        if not self.holds_calls:
+            return None
+        self.gated = True
+        try:
+            return self.make(replies)
+        finally:
+            self.gated = False
 
     def close(self) -> None:
         self.gate.set()
@@ -214,13 +224,7 @@ class Smolagents(Harness):
 class PydanticAI(Harness):
     framework = "pydantic-ai"
     extra = "pydantic-ai"
-
-    def make_gated(self, replies: list[Reply]) -> Any:
-        self._gated = True
-        try:
-            return self.make(replies)
-        finally:
-            self._gated = False
+    holds_calls = True
 
     def make(self, replies: list[Reply]) -> Any:
         from pydantic_ai import Agent, DeferredToolRequests
@@ -244,7 +248,7 @@ class PydanticAI(Harness):
                 call_id = f"call-{next(harness.ids)}"
                 yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=call_id)}
 
-        gated = getattr(self, "_gated", False)
+        gated = self.gated
         output: Any = [str, DeferredToolRequests] if gated else str
         agent = Agent(FunctionModel(stream_function=stream), name="contract", output_type=output)
 
@@ -287,13 +291,7 @@ class PydanticAI(Harness):
 class OpenAIAgents(Harness):
     framework = "openai-agents"
     extra = "openai-agents"
-
-    def make_gated(self, replies: list[Reply]) -> Any:
-        self._gated = True
-        try:
-            return self.make(replies)
-        finally:
-            self._gated = False
+    holds_calls = True
 
     def make(self, replies: list[Reply]) -> Any:
         from agents import Agent, function_tool
@@ -329,7 +327,7 @@ class OpenAIAgents(Harness):
             else:
                 steps.append(ModelStep(output=[assistant_message(reply.text)], usage=usage))
 
-        @function_tool(needs_approval=getattr(self, "_gated", False))
+        @function_tool(needs_approval=self.gated)
         def add(a: int, b: int) -> int:
             """Add two integers."""
             return self.add(a, b)
@@ -361,13 +359,7 @@ class OpenAIAgents(Harness):
 class LangGraph(Harness):
     framework = "langgraph"
     extra = "langgraph"
-
-    def make_gated(self, replies: list[Reply]) -> Any:
-        self._gated = True
-        try:
-            return self.make(replies)
-        finally:
-            self._gated = False
+    holds_calls = True
 
     def make(self, replies: list[Reply]) -> Any:
         from langchain.agents import create_agent
@@ -421,7 +413,7 @@ class LangGraph(Harness):
             return self.boom()
 
         self.model = model
-        gate = ["tools"] if getattr(self, "_gated", False) else None
+        gate = ["tools"] if self.gated else None
         tools, saver = [add, wait, boom], InMemorySaver()
         return create_agent(model, tools, checkpointer=saver, name="contract", interrupt_before=gate)
 
@@ -439,13 +431,7 @@ class LangGraph(Harness):
 class Adk(Harness):
     framework = "adk"
     extra = "adk"
-
-    def make_gated(self, replies: list[Reply]) -> Any:
-        self._gated = True
-        try:
-            return self.make(replies)
-        finally:
-            self._gated = False
+    holds_calls = True
 
     def make(self, replies: list[Reply]) -> Any:
         from adk_fakes import Turn, scripted
@@ -471,7 +457,7 @@ class Adk(Harness):
 
         model = self.model = scripted(turns, always_stream=True)
         adding: Any = add
-        if getattr(self, "_gated", False):
+        if self.gated:
             from google.adk.tools import FunctionTool
 
             adding = FunctionTool(add, require_confirmation=True)
