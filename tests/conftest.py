@@ -4,6 +4,7 @@ besides is in ``support``."""
 from __future__ import annotations
 
 import ast
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,15 @@ import pytest
 from needs import missing_extras, notebook_needs, skip_reason
 
 import nbagent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A test run started in the background by a shell without job control (``cmd &`` in a
+    # script) inherits SIGINT ignored, as POSIX says, and Python keeps it so: every Ctrl-C test
+    # would then wait for a KeyboardInterrupt that never comes. They test what a terminal's
+    # Ctrl-C does, so they get Python's own handler back.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
