@@ -51,9 +51,13 @@ async def call_on_runner_loop(server: MCPServer, tool: str, arguments: dict[str,
 
 
 def call_from_thread(server: MCPServer, tool: str, arguments: dict[str, Any]) -> str:
-    """``server.call`` on the runner loop, waited for on a thread that is not the runner loop's.
-    Any exception that reaches the wait (a Stop's, a Ctrl-C) cancels the request first."""
-    future = submit(server, tool, arguments)
+    """``server.call`` on the runner loop, waited for on a thread that is not the runner loop's."""
+    return waited(submit(server, tool, arguments))
+
+
+def waited(future: concurrent.futures.Future[Any]) -> Any:
+    """The result of work on the runner loop, waited for in slices on another thread. Any
+    exception that reaches the wait (a Stop's, a Ctrl-C) cancels the work first."""
     try:
         while True:
             try:
@@ -78,7 +82,7 @@ def listed_tools(server: MCPServer) -> list[Any]:
             f"{server.name}: build its framework tools outside a run (in a cell or a script), not on "
             "nbagent's loop"
         )
-    return asyncio.run_coroutine_threadsafe(server.listed(), loop).result()
+    return waited(asyncio.run_coroutine_threadsafe(server.listed(), loop))
 
 
 def langchain_tools(server: MCPServer) -> list[Any]:
